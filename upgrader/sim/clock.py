@@ -1,0 +1,60 @@
+"""Clocks for the emulator: wall time for serving, virtual time for deterministic tests."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Protocol
+
+# Virtual clocks start here so timestamps in tests are stable and readable.
+VIRTUAL_EPOCH = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+
+
+class Clock(Protocol):
+    """Seconds since the Unix epoch, as a float."""
+
+    def now(self) -> float: ...
+
+
+class RealClock:
+    """Wall-clock time."""
+
+    virtual = False
+
+    def now(self) -> float:
+        return time.time()
+
+
+class VirtualClock:
+    """Time that only moves when told to; the store's scheduler drives it forward."""
+
+    virtual = True
+
+    def __init__(self, start: float = VIRTUAL_EPOCH) -> None:
+        self._now = start
+
+    def now(self) -> float:
+        return self._now
+
+    def set(self, t: float) -> None:
+        if t < self._now:
+            raise ValueError("a virtual clock never goes backwards")
+        self._now = t
+
+
+def rfc3339(t: float) -> str:
+    """Kubernetes' timestamp format (second precision, UTC, trailing Z)."""
+    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def rfc3339_micro(t: float) -> str:
+    """MicroTime, as leases and events.k8s.io events carry."""
+    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_rfc3339(s: str) -> float:
+    """Parse the timestamps this emulator and Kubernetes write."""
+    text = s.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    return datetime.fromisoformat(text).timestamp()

@@ -1,0 +1,144 @@
+"""An emulated cluster: store, behaviours, dispatcher, and (optionally) an HTTP server."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+from upgrader.sim.api import Dispatcher
+from upgrader.sim.clock import Clock, RealClock, VirtualClock
+from upgrader.sim.daemonsets import DaemonSetController
+from upgrader.sim.disruption import DisruptionController
+from upgrader.sim.faults import FaultPlan, RequestLog, RequestRecord
+from upgrader.sim.http import EmulatorHTTPServer
+from upgrader.sim.jobs import JobController
+from upgrader.sim.kubeconfig import write_kubeconfig
+from upgrader.sim.registry import ResourceType, crd_types
+from upgrader.sim.settings import SimSettings
+from upgrader.sim.store import Store
+from upgrader.sim.watch import Change
+
+Obj = dict[str, Any]
+
+
+class EmulatedCluster:
+    """Everything the emulator is, in one object; use `serve()` for HTTP, `client()` in-process."""
+
+    def __init__(
+        self,
+        clock: Clock | None = None,
+        settings: SimSettings | None = None,
+        faults: FaultPlan | None = None,
+        seed: int = 0,
+        audit: IO[str] | None = None,
+    ) -> None:
+        self.store = Store(clock or RealClock(), seed)
+        self.settings = settings or SimSettings()
+        self.disruption = DisruptionController(self.store)
+        self.daemonsets = DaemonSetController(self.store, self.settings)
+        self.jobs = JobController(self.store, self.settings)
+        self.store.reactors.extend(
+            [self.disruption.react, self.daemonsets.react, self.jobs.react, self._register_crds]
+        )
+        self.dispatcher = Dispatcher(self.store, faults, RequestLog(audit))
+        self.server: EmulatorHTTPServer | None = None
+        self._threads: list[threading.Thread] = []
+        self._wake = threading.Event()
+
+    @classmethod
+    def virtual(cls, **kwargs: Any) -> EmulatedCluster:
+        return cls(clock=VirtualClock(), **kwargs)
+
+    # ----- convenience ----------------------------------------------------------------------
+
+    def type(self, plural: str, group: str = "", version: str = "v1") -> ResourceType:
+        return self.store.type(group, version, plural)
+
+    def get(
+        self, plural: str, name: str, namespace: str | None = None, group: str = "", version: str = "v1"
+    ) -> Obj | None:
+        return self.store.find(self.type(plural, group, version), namespace, name)
+
+    def create(
+        self, plural: str, body: Obj, namespace: str | None = None, group: str = "", version: str = "v1"
+    ) -> Obj:
+        return self.store.create(self.type(plural, group, version), namespace, body)
+
+    def advance(self, seconds: float) -> None:
+        self.store.advance(seconds)
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        return self.dispatcher.log.records()
+
+    @property
+    def faults(self) -> FaultPlan | None:
+        return self.dispatcher.faults
+
+    @faults.setter
+    def faults(self, plan: FaultPlan | None) -> None:
+        self.dispatcher.faults = plan
+
+    def client(self) -> Any:
+        """An official kubernetes ApiClient wired to this cluster without HTTP."""
+        from upgrader.sim.inprocess import in_process_client
+
+        return in_process_client(self.dispatcher)
+
+    def _register_crds(self, change: Change) -> None:
+        if change.key != ("apiextensions.k8s.io", "customresourcedefinitions"):
+            return
+        for rtype in crd_types(change.new):
+            if change.type == "DELETED":
+                self.store.registry.remove(rtype.group, rtype.version, rtype.plural)
+            elif self.store.registry.lookup(rtype.group, rtype.version, rtype.plural) is None:
+                self.store.registry.add(rtype)
+
+    # ----- serving --------------------------------------------------------------------------
+
+    def serve(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Start serving in background threads; returns the base URL."""
+        self.server = EmulatorHTTPServer(self.dispatcher, host, port)
+        serving = threading.Thread(target=self.server.serve_forever, name="sim-http", daemon=True)
+        serving.start()
+        self._threads.append(serving)
+        if not getattr(self.store.clock, "virtual", False):
+            self.store.scheduler.on_schedule = self._wake.set
+            ticking = threading.Thread(target=self._tick, name="sim-timers", daemon=True)
+            ticking.start()
+            self._threads.append(ticking)
+        return self.server.url
+
+    def _tick(self) -> None:
+        """Fire timers as wall time reaches them."""
+        assert self.server is not None
+        while not self.server.stopping.is_set():
+            with self.store.lock:
+                due = self.store.scheduler.next_due()
+            wait = 0.5 if due is None else max(0.0, min(0.5, due - self.store.clock.now()))
+            self._wake.wait(wait)
+            self._wake.clear()
+            self.store.run_due()
+
+    def write_kubeconfig(self, path: str | Path) -> Path:
+        if self.server is None:
+            raise RuntimeError("serve() first")
+        return write_kubeconfig(path, self.server.url)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stopping.set()
+            self._wake.set()
+            self.server.shutdown()
+            self.server.server_close()
+            for thread in self._threads:
+                thread.join(timeout=5)
+            self.server = None
+            self._threads.clear()
+
+    def __enter__(self) -> EmulatedCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

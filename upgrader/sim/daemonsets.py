@@ -1,0 +1,476 @@
+"""DaemonSets with the OnDelete strategy, ControllerRevisions, and the GPU driver's life on a node.
+
+What the controller under test relies on:
+- a template change makes a new ControllerRevision (hash computed like the real controller);
+- a deleted DaemonSet pod comes back after a delay from the newest template, with that
+  revision's `controller-revision-hash`, and turns Ready after another delay, unless its image is
+  missing from the emulated registry (then it stays not-ready with an image pull error);
+- while a driver pod is gone the node's `nvidia.com/gpu` allocatable is 0 and validators are not
+  Ready; a Ready driver restores allocatable, relabels the running driver version (as GPU Feature
+  Discovery would) and lets validators turn Ready.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from upgrader.core.selectors import node_selector_matches
+from upgrader.sim.clock import rfc3339
+from upgrader.sim.podutil import (
+    gpu_request,
+    is_ready,
+    is_terminal,
+    is_terminating,
+    node_of,
+    set_ready,
+)
+from upgrader.sim.settings import (
+    DRIVER_COMPONENT,
+    DRIVER_COMPONENT_LABEL,
+    GPU,
+    VALIDATOR_APP,
+    SimSettings,
+)
+from upgrader.sim.store import NAME_ALPHABET, Store
+from upgrader.sim.watch import Change
+
+Obj = dict[str, Any]
+HASH_LABEL = "controller-revision-hash"
+DRIVER_VERSION_LABELS = (
+    "nvidia.com/cuda.driver.major",
+    "nvidia.com/cuda.driver.minor",
+    "nvidia.com/cuda.driver.rev",
+)
+
+
+def revision_hash(template: Obj, collision_count: int = 0) -> str:
+    """FNV-1a 32 of the template, encoded with the API machinery's safe alphabet."""
+    data = json.dumps(template, sort_keys=True, separators=(",", ":")).encode()
+    if collision_count:
+        data += str(collision_count).encode()
+    h = 0x811C9DC5
+    for byte in data:
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return "".join(NAME_ALPHABET[ord(ch) % len(NAME_ALPHABET)] for ch in str(h))
+
+
+def is_driver_daemonset(ds: Obj) -> bool:
+    return (ds["metadata"].get("labels") or {}).get(DRIVER_COMPONENT_LABEL) == DRIVER_COMPONENT
+
+
+def driver_version(template: Obj) -> str | None:
+    """The full driver version a driver template installs (its DRIVER_VERSION env)."""
+    for container in (template.get("spec") or {}).get("containers") or []:
+        for env in container.get("env") or []:
+            if env.get("name") == "DRIVER_VERSION":
+                return str(env.get("value"))
+    return None
+
+
+class DaemonSetController:
+    def __init__(self, store: Store, settings: SimSettings) -> None:
+        self.store = store
+        self.settings = settings
+        self.ds = store.type("apps", "v1", "daemonsets")
+        self.revisions = store.type("apps", "v1", "controllerrevisions")
+        self.pods = store.type("", "v1", "pods")
+        self.nodes = store.type("", "v1", "nodes")
+        self._pending: set[tuple[str, str]] = set()  # (daemonset uid, node) with a create queued
+        # Driver restarts that happened while GPU workloads still ran on the node.
+        self.incidents: list[str] = []
+
+    # ----- reactions ------------------------------------------------------------------------
+
+    def react(self, change: Change) -> None:
+        if change.key == self.ds.key and change.type != "DELETED":
+            if change.old is None or change.old.get("spec") != change.new.get("spec"):
+                self.sync_daemonset(change.new)
+        elif change.key == self.nodes.key:
+            self._node_changed(change)
+        elif change.key == self.pods.key:
+            self._pod_changed(change)
+
+    def _node_changed(self, change: Change) -> None:
+        node = change.new
+        name = node["metadata"]["name"]
+        if change.type == "DELETED":
+            for pod in self._pods_on(name):
+                self.store.remove(self.pods, pod)
+            return
+        old_labels = (change.old or {}).get("metadata", {}).get("labels")
+        if change.old is None or old_labels != node["metadata"].get("labels"):
+            for ds in self.store.objects(self.ds):
+                self.sync_node(ds, node)
+
+    def _pod_changed(self, change: Change) -> None:
+        owner = _ds_owner(change.new)
+        if owner is None:
+            return
+        ds = self._ds_by_uid(owner.get("uid", ""), change.new["metadata"]["namespace"])
+        old, new = change.old, change.new
+        stopping = old is not None and not is_terminating(old)
+        if stopping and ds is not None and (change.type == "DELETED" or is_terminating(new)):
+            self._driver_stopping(ds, new)
+        if change.type == "DELETED" and ds is not None:
+            node = self.store.find(self.nodes, None, node_of(new))
+            if node is not None:
+                self.sync_node(ds, node)
+        if ds is not None:
+            self.update_status(ds)
+
+    # ----- revisions ------------------------------------------------------------------------
+
+    def ensure_revision(self, ds: Obj) -> Obj:
+        """The ControllerRevision for the DaemonSet's current template, created if new."""
+        m = ds["metadata"]
+        template = (ds.get("spec") or {}).get("template") or {}
+        owned = self.revisions_of(ds)
+        newest = max((r.get("revision", 0) for r in owned), default=0)
+        for rev in owned:
+            if (rev.get("data") or {}).get("spec", {}).get("template") == template:
+                if rev.get("revision", 0) != newest:
+                    return (
+                        self.store.mutate(
+                            self.revisions,
+                            m["namespace"],
+                            rev["metadata"]["name"],
+                            lambda r: r.__setitem__("revision", newest + 1),
+                        )
+                        or rev
+                    )
+                return rev
+        collision = int((ds.get("status") or {}).get("collisionCount", 0))
+        digest = revision_hash(template, collision)
+        labels = dict((template.get("metadata") or {}).get("labels") or {})
+        labels[HASH_LABEL] = digest
+        return self.store.create(
+            self.revisions,
+            m["namespace"],
+            {
+                "metadata": {
+                    "name": f"{m['name']}-{digest}",
+                    "labels": labels,
+                    "ownerReferences": [_owner_ref(ds)],
+                },
+                "data": {"spec": {"template": {**copy.deepcopy(template), "$patch": "replace"}}},
+                "revision": newest + 1,
+            },
+        )
+
+    def revisions_of(self, ds: Obj) -> list[Obj]:
+        uid = ds["metadata"]["uid"]
+        return [
+            r
+            for r in self.store.objects(self.revisions, ds["metadata"]["namespace"])
+            if any(o.get("uid") == uid for o in r["metadata"].get("ownerReferences") or [])
+        ]
+
+    def newest_revision(self, ds: Obj) -> Obj:
+        revs = self.revisions_of(ds)
+        return max(revs, key=lambda r: r.get("revision", 0)) if revs else self.ensure_revision(ds)
+
+    # ----- pods per node --------------------------------------------------------------------
+
+    def sync_daemonset(self, ds: Obj) -> None:
+        self.ensure_revision(ds)
+        for node in self.store.objects(self.nodes):
+            self.sync_node(ds, node)
+        self.update_status(ds)
+
+    def sync_node(self, ds: Obj, node: Obj, delay: float | None = None) -> None:
+        name = node["metadata"]["name"]
+        ours = [p for p in self._pods_on(name) if (_ds_owner(p) or {}).get("uid") == ds["metadata"]["uid"]]
+        if not self._wants(ds, node):
+            for pod in ours:
+                if not is_terminating(pod):
+                    self.store.delete(self.pods, pod["metadata"]["namespace"], pod["metadata"]["name"])
+            return
+        key = (ds["metadata"]["uid"], name)
+        if ours or key in self._pending:
+            return
+        self._pending.add(key)
+        uid, ns, ds_name = ds["metadata"]["uid"], ds["metadata"]["namespace"], ds["metadata"]["name"]
+
+        def create() -> None:
+            self._pending.discard(key)
+            current = self.store.find(self.ds, ns, ds_name)
+            fresh_node = self.store.find(self.nodes, None, name)
+            if current is None or current["metadata"]["uid"] != uid or fresh_node is None:
+                return
+            if self._wants(current, fresh_node) and not [
+                p for p in self._pods_on(name) if (_ds_owner(p) or {}).get("uid") == uid
+            ]:
+                self.create_pod(current, name)
+
+        self.store.scheduler.after(
+            self.settings.pod_recreate_delay if delay is None else delay,
+            f"daemonset {ns}/{ds_name} pod for {name}",
+            create,
+        )
+
+    def _wants(self, ds: Obj, node: Obj) -> bool:
+        template_spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+        return node_selector_matches(template_spec.get("nodeSelector"), node["metadata"].get("labels") or {})
+
+    def create_pod(self, ds: Obj, node_name: str, ready_now: bool = False) -> Obj:
+        """Create the DaemonSet's pod for a node from the newest template; seeding may start Ready."""
+        revision = self.newest_revision(ds)
+        template = copy.deepcopy((ds.get("spec") or {}).get("template") or {})
+        t_meta = template.get("metadata") or {}
+        labels = dict(t_meta.get("labels") or {})
+        labels[HASH_LABEL] = revision["metadata"]["labels"][HASH_LABEL]
+        labels["pod-template-generation"] = str(ds["metadata"].get("generation", 1))
+        spec = template.get("spec") or {}
+        spec["nodeName"] = node_name
+        now = rfc3339(self.store.clock.now())
+        containers = spec.get("containers") or []
+        pod = self.store.create(
+            self.pods,
+            ds["metadata"]["namespace"],
+            {
+                "metadata": {
+                    "name": f"{ds['metadata']['name']}-{self.store.random_suffix()}",
+                    "labels": labels,
+                    "annotations": dict(t_meta.get("annotations") or {}),
+                    "ownerReferences": [_owner_ref(ds)],
+                },
+                "spec": spec,
+                "status": {
+                    "phase": "Running" if ready_now else "Pending",
+                    "hostIP": "10.0.0.1",
+                    "startTime": now,
+                    "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
+                    "containerStatuses": [
+                        _container_status(c, running=ready_now, now=now) for c in containers
+                    ],
+                },
+            },
+        )
+        if ready_now:
+            self._set_pod_ready(pod, True)
+        else:
+            self._start(pod)
+        return pod
+
+    def _start(self, pod: Obj) -> None:
+        ns, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
+        images = [c.get("image", "") for c in (pod.get("spec") or {}).get("containers") or []]
+        missing = next((i for i in images if not self.settings.image_available(i)), None)
+
+        def alive() -> Obj | None:
+            p = self.store.find(self.pods, ns, name)
+            return p if p is not None and p["metadata"]["uid"] == uid and not is_terminating(p) else None
+
+        if missing is not None:
+
+            def pull_failed() -> None:
+                if alive() is not None:
+                    now = rfc3339(self.store.clock.now())
+                    self.store.mutate(self.pods, ns, name, lambda p: _image_pull_error(p, missing, now))
+
+            self.store.scheduler.after(self.settings.image_pull_delay, f"pull {missing}", pull_failed)
+            return
+
+        def running() -> None:
+            p = alive()
+            if p is not None:
+                self.store.mutate(
+                    self.pods, ns, name, lambda obj: _running(obj, rfc3339(self.store.clock.now()))
+                )
+                p = alive()
+                if p is not None:
+                    self._became_running(p)
+
+        self.store.scheduler.after(self.settings.pod_ready_delay, f"start {ns}/{name}", running)
+
+    def _became_running(self, pod: Obj) -> None:
+        if (pod["metadata"].get("labels") or {}).get("app") == VALIDATOR_APP:
+            self.refresh_validators(node_of(pod))
+            return
+        self._set_pod_ready(pod, True)
+        ds = self._ds_by_uid((_ds_owner(pod) or {}).get("uid", ""), pod["metadata"]["namespace"])
+        if ds is not None and is_driver_daemonset(ds):
+            self._driver_ready(ds, node_of(pod))
+
+    def _set_pod_ready(self, pod: Obj, ready: bool, reason: str | None = None) -> None:
+        now = rfc3339(self.store.clock.now())
+        self.store.mutate(
+            self.pods,
+            pod["metadata"]["namespace"],
+            pod["metadata"]["name"],
+            lambda p: set_ready(p, ready, now, reason),
+        )
+
+    # ----- the driver on a node -------------------------------------------------------------
+
+    def _driver_ready(self, ds: Obj, node_name: str) -> None:
+        version = driver_version((ds.get("spec") or {}).get("template") or {})
+
+        def reload(node: Obj) -> None:
+            status = node.setdefault("status", {})
+            capacity = (status.get("capacity") or {}).get(GPU)
+            if capacity is not None:
+                status.setdefault("allocatable", {})[GPU] = capacity
+            parts = (version or "").split(".")
+            if len(parts) == 3:
+                labels = node["metadata"].setdefault("labels", {})
+                labels.update(dict(zip(DRIVER_VERSION_LABELS, parts, strict=True)))
+
+        self.store.mutate(self.nodes, None, node_name, reload)
+        self.store.scheduler.after(
+            self.settings.validator_ready_delay,
+            f"validate {node_name}",
+            lambda: self.refresh_validators(node_name),
+        )
+
+    def _driver_stopping(self, ds: Obj, pod: Obj) -> None:
+        if not is_driver_daemonset(ds):
+            return
+        node_name = node_of(pod)
+        busy = [
+            p["metadata"]["name"] for p in self._pods_on(node_name) if gpu_request(p) and not is_terminal(p)
+        ]
+        if busy:
+            self.incidents.append(
+                f"driver pod {pod['metadata']['name']} stopped on {node_name} while GPU pods ran: "
+                + ", ".join(sorted(busy))
+            )
+        self.store.mutate(
+            self.nodes,
+            None,
+            node_name,
+            lambda n: n.setdefault("status", {}).setdefault("allocatable", {}).__setitem__(GPU, "0"),
+        )
+        self.refresh_validators(node_name)
+
+    def refresh_validators(self, node_name: str) -> None:
+        """Validators are Ready exactly when the node's driver pod is Ready and the node is sound."""
+        driver_ok = any(
+            is_ready(p) and not is_terminating(p) for p in self._pods_on(node_name) if self._is_driver_pod(p)
+        )
+        healthy = driver_ok and node_name not in self.settings.broken_validation_nodes
+        if healthy:
+            self.store.mutate(self.nodes, None, node_name, _restore_allocatable)
+        for pod in self._pods_on(node_name):
+            if (pod["metadata"].get("labels") or {}).get("app") != VALIDATOR_APP or is_terminating(pod):
+                continue
+            if (pod.get("status") or {}).get("phase") != "Running":
+                continue
+            reason = None if healthy else "DriverNotReady" if not driver_ok else "ValidationFailed"
+            self._set_pod_ready(pod, healthy, reason)
+        if driver_ok and not healthy:
+            self.store.mutate(
+                self.nodes,
+                None,
+                node_name,
+                lambda n: n.setdefault("status", {}).setdefault("allocatable", {}).__setitem__(GPU, "0"),
+            )
+
+    def _is_driver_pod(self, pod: Obj) -> bool:
+        owner = _ds_owner(pod)
+        ds = self._ds_by_uid(owner.get("uid", ""), pod["metadata"]["namespace"]) if owner else None
+        return ds is not None and is_driver_daemonset(ds)
+
+    # ----- status ---------------------------------------------------------------------------
+
+    def update_status(self, ds: Obj) -> None:
+        uid = ds["metadata"]["uid"]
+        current = self.store.find(self.ds, ds["metadata"]["namespace"], ds["metadata"]["name"])
+        if current is None or current["metadata"]["uid"] != uid:
+            return
+        pods = [
+            p
+            for p in self.store.objects(self.pods, ds["metadata"]["namespace"])
+            if (_ds_owner(p) or {}).get("uid") == uid and not is_terminating(p)
+        ]
+        newest = self.newest_revision(current)["metadata"]["labels"][HASH_LABEL]
+        desired = sum(1 for n in self.store.objects(self.nodes) if self._wants(current, n))
+        ready = sum(1 for p in pods if is_ready(p))
+        status = {
+            "currentNumberScheduled": len(pods),
+            "desiredNumberScheduled": desired,
+            "numberMisscheduled": 0,
+            "numberReady": ready,
+            "numberAvailable": ready,
+            "numberUnavailable": max(0, desired - ready),
+            "updatedNumberScheduled": sum(
+                1 for p in pods if (p["metadata"].get("labels") or {}).get(HASH_LABEL) == newest
+            ),
+            "observedGeneration": current["metadata"].get("generation", 1),
+        }
+        self.store.mutate(
+            self.ds,
+            ds["metadata"]["namespace"],
+            ds["metadata"]["name"],
+            lambda d: d.setdefault("status", {}).update(status),
+        )
+
+    # ----- lookups --------------------------------------------------------------------------
+
+    def _pods_on(self, node_name: str) -> list[Obj]:
+        return self.store.pods_on(node_name)
+
+    def _ds_by_uid(self, uid: str, namespace: str) -> Obj | None:
+        return next((d for d in self.store.objects(self.ds, namespace) if d["metadata"]["uid"] == uid), None)
+
+
+def _restore_allocatable(node: Obj) -> None:
+    status = node.setdefault("status", {})
+    capacity = (status.get("capacity") or {}).get(GPU)
+    if capacity is not None:
+        status.setdefault("allocatable", {})[GPU] = capacity
+
+
+def _ds_owner(pod: Obj) -> Obj | None:
+    for ref in pod["metadata"].get("ownerReferences") or []:
+        if ref.get("kind") == "DaemonSet" and ref.get("controller"):
+            return dict(ref)
+    return None
+
+
+def _owner_ref(ds: Obj) -> Obj:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "name": ds["metadata"]["name"],
+        "uid": ds["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _container_status(container: Obj, running: bool, now: str) -> Obj:
+    state: Obj = {"running": {"startedAt": now}} if running else {"waiting": {"reason": "ContainerCreating"}}
+    return {
+        "name": container.get("name", ""),
+        "image": container.get("image", ""),
+        "ready": False,
+        "restartCount": 0,
+        "started": running,
+        "state": state,
+    }
+
+
+def _running(pod: Obj, now: str) -> None:
+    status = pod.setdefault("status", {})
+    status["phase"] = "Running"
+    for cs in status.get("containerStatuses") or []:
+        cs["state"] = {"running": {"startedAt": now}}
+        cs["started"] = True
+
+
+def _image_pull_error(pod: Obj, image: str, now: str) -> None:
+    status = pod.setdefault("status", {})
+    status["phase"] = "Pending"
+    for cs in status.get("containerStatuses") or []:
+        if cs.get("image") == image:
+            cs["state"] = {
+                "waiting": {
+                    "reason": "ImagePullBackOff",
+                    "message": f'Back-off pulling image "{image}": ErrImagePull: failed to pull and unpack '
+                    f'image "{image}": not found',
+                }
+            }
+    set_ready(pod, False, now, "ContainersNotReady")

@@ -1,0 +1,159 @@
+"""PodDisruptionBudgets: status as the disruption controller computes it, and the eviction verdict."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from upgrader.core.selectors import SelectorError, from_label_selector_object
+from upgrader.sim import errors
+from upgrader.sim.clock import rfc3339
+from upgrader.sim.podutil import is_ready, is_terminal, is_terminating
+from upgrader.sim.store import Store
+from upgrader.sim.watch import Change
+
+Obj = dict[str, Any]
+
+
+def scaled(value: int | str, total: int) -> int:
+    """intstr scaling as the disruption controller does it: percentages round up."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.endswith("%"):
+            return int(text)
+        return math.ceil(int(text[:-1]) * total / 100)
+    return int(value)
+
+
+def compute_status(pdb: Obj, pods: list[Obj]) -> Obj:
+    """expectedPods, currentHealthy, desiredHealthy and disruptionsAllowed for one budget.
+
+    Expected pods are the non-finished pods the selector matches (terminating ones included);
+    healthy pods are Ready and not terminating.
+    """
+    spec = pdb.get("spec") or {}
+    try:
+        selector = from_label_selector_object(spec.get("selector"))
+    except SelectorError:
+        selector = from_label_selector_object(None)
+    matching = [p for p in pods if not is_terminal(p) and selector.matches(p["metadata"].get("labels"))]
+    expected = len(matching)
+    healthy = sum(1 for p in matching if is_ready(p) and not is_terminating(p))
+    if spec.get("maxUnavailable") is not None:
+        desired = max(0, expected - scaled(spec["maxUnavailable"], expected))
+    elif spec.get("minAvailable") is not None:
+        desired = scaled(spec["minAvailable"], expected)
+    else:
+        desired = expected  # policy/v1 rejects this; be strict if it gets stored anyway
+    allowed = max(0, healthy - desired)
+    return {
+        "observedGeneration": pdb["metadata"].get("generation", 1),
+        "disruptionsAllowed": allowed,
+        "currentHealthy": healthy,
+        "desiredHealthy": desired,
+        "expectedPods": expected,
+    }
+
+
+class DisruptionController:
+    """Keeps every PDB's status current as pods and budgets change."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.pods = store.type("", "v1", "pods")
+        self.pdbs = store.type("policy", "v1", "poddisruptionbudgets")
+
+    def react(self, change: Change) -> None:
+        if change.key == self.pdbs.key and change.type != "DELETED":
+            self.refresh(change.new)
+        elif change.key == self.pods.key:
+            ns = change.new["metadata"].get("namespace")
+            labels = [c["metadata"].get("labels") for c in (change.old, change.new) if c]
+            for pdb in self.store.objects(self.pdbs, ns):
+                try:
+                    selector = from_label_selector_object((pdb.get("spec") or {}).get("selector"))
+                except SelectorError:
+                    continue
+                if any(selector.matches(lbl) for lbl in labels):
+                    self.refresh(pdb)
+
+    def refresh(self, pdb: Obj) -> Obj:
+        m = pdb["metadata"]
+        pods = self.store.objects(self.pods, m["namespace"])
+        computed = compute_status(pdb, pods)
+        now = rfc3339(self.store.clock.now())
+
+        def update(obj: Obj) -> None:
+            status = obj.setdefault("status", {})
+            old_allowed = status.get("disruptionsAllowed")
+            status.update(computed)
+            allowed = computed["disruptionsAllowed"] > 0
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "DisruptionAllowed"]
+            previous = next(
+                (c for c in status.get("conditions") or [] if c.get("type") == "DisruptionAllowed"), None
+            )
+            changed = previous is None or old_allowed is None or (old_allowed > 0) != allowed
+            conditions.append(
+                {
+                    "type": "DisruptionAllowed",
+                    "status": "True" if allowed else "False",
+                    "reason": "SufficientPods" if allowed else "InsufficientPods",
+                    "message": "",
+                    "observedGeneration": computed["observedGeneration"],
+                    "lastTransitionTime": now
+                    if changed
+                    else previous.get("lastTransitionTime", now)
+                    if previous
+                    else now,
+                }
+            )
+            status["conditions"] = conditions
+
+        return self.store.mutate(self.pdbs, m["namespace"], m["name"], update) or pdb
+
+
+def evict(store: Store, namespace: str, name: str, body: Obj) -> Obj:
+    """The `pods/eviction` subresource: delete the pod unless a PDB forbids it (then 429)."""
+    pods = store.type("", "v1", "pods")
+    pdbs = store.type("policy", "v1", "poddisruptionbudgets")
+    body_name = (body.get("metadata") or {}).get("name")
+    if body_name and body_name != name:
+        raise errors.bad_request("name in URL does not match name in Eviction object")
+    options = body.get("deleteOptions") or {}
+    grace = options.get("gracePeriodSeconds")
+    preconditions = options.get("preconditions")
+    with store.lock:
+        pod = store.get(pods, namespace, name)
+        if is_terminal(pod) or is_terminating(pod):
+            store.delete(pods, namespace, name, grace, preconditions)
+            return _success()
+        covering = []
+        for pdb in store.objects(pdbs, namespace):
+            try:
+                selector = from_label_selector_object((pdb.get("spec") or {}).get("selector"))
+            except SelectorError:
+                continue
+            if selector.matches(pod["metadata"].get("labels")):
+                covering.append(pdb)
+        if len(covering) > 1:
+            raise errors.ApiError(
+                500,
+                "This pod has more than one PodDisruptionBudget, which the eviction "
+                "subresource does not support.",
+            )
+        if covering:
+            pdb = covering[0]
+            status = compute_status(pdb, store.objects(pods, namespace))
+            # An unhealthy pod may go while the budget is met (unhealthyPodEvictionPolicy
+            # IfHealthyBudget); a healthy one needs a disruption to spare.
+            unhealthy_ok = not is_ready(pod) and status["currentHealthy"] >= status["desiredHealthy"]
+            if not unhealthy_ok and status["disruptionsAllowed"] <= 0:
+                raise errors.pdb_refusal(
+                    pdb["metadata"]["name"], status["desiredHealthy"], status["currentHealthy"]
+                )
+        store.delete(pods, namespace, name, grace, preconditions)
+        return _success()
+
+
+def _success() -> Obj:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}

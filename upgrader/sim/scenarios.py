@@ -1,0 +1,472 @@
+"""Realistic GPU fleets to upgrade: every node runs an older driver than its DaemonSet's newest revision.
+
+Each scenario spreads nodes over three zones (`topology.kubernetes.io/zone`), labels them as GPU
+Feature Discovery and Node Feature Discovery would, runs the GPU Operator's driver DaemonSets (one
+per kernel, precompiled images `<branch>-<kernel>-<os>`) and validators, and places training
+pods holding GPUs behind PDBs, inference pods, batch jobs and non-GPU pods. Then the driver
+DaemonSets move to the new driver, so every node needs an upgrade.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from upgrader.sim.cluster import EmulatedCluster
+from upgrader.sim.settings import (
+    DRIVER_COMPONENT,
+    DRIVER_COMPONENT_LABEL,
+    GPU,
+    JOB_RUN_SECONDS,
+    VALIDATOR_APP,
+)
+
+Obj = dict[str, Any]
+
+DEFAULT_NODES = 6
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+OPERATOR_NS = "gpu-operator"
+DRIVER_REPO = "nvcr.io/nvidia/driver"
+OLD_DRIVER = "535.161.08"
+NEW_DRIVER = "550.90.07"
+OS_TAG = "ubuntu22.04"
+KERNELS = ("5.15.0-105-generic", "5.15.0-113-generic")
+UNBUILT_KERNEL = "5.15.0-119-generic"  # the missing-image scenario's odd node
+PRODUCTS = ("NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB")
+GPUS_PER_NODE = 8
+BATCH_SELECTOR = "app=batch-eval"
+
+
+@dataclass
+class ScenarioInfo:
+    """What a scenario built, for tests and the demo to refer to."""
+
+    name: str
+    nodes: list[str]
+    domains: dict[str, list[str]]
+    driver_daemonsets: list[str]
+    target_driver: str = NEW_DRIVER
+    blocked_node: str | None = None
+    blocking_pdb: str | None = None
+    stuck_job_node: str | None = None
+    missing_image_node: str | None = None
+    broken_validation_node: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def driver_tag(version: str, kernel: str, os_tag: str = OS_TAG) -> str:
+    """The precompiled driver image tag: `<branch>-<kernel>-<os>`."""
+    return f"{version.split('.')[0]}-{kernel}-{os_tag}"
+
+
+def _node(name: str, zone: str, kernel: str, product: str, index: int) -> Obj:
+    major, minor, rev = OLD_DRIVER.split(".")
+    kmaj, kmin, krest = kernel.split(".", 2)
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "node.kubernetes.io/instance-type": "p5.48xlarge" if "H100" in product else "p4d.24xlarge",
+                "topology.kubernetes.io/region": "us-east-1",
+                "topology.kubernetes.io/zone": zone,
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.deploy.driver": "true",
+                "nvidia.com/gpu.deploy.operator-validator": "true",
+                "nvidia.com/gpu.product": product,
+                "nvidia.com/gpu.count": str(GPUS_PER_NODE),
+                "nvidia.com/gpu.memory": "81559",
+                "nvidia.com/cuda.driver.major": major,
+                "nvidia.com/cuda.driver.minor": minor,
+                "nvidia.com/cuda.driver.rev": rev,
+                "nvidia.com/cuda.runtime.major": "12",
+                "nvidia.com/cuda.runtime.minor": "2",
+                "feature.node.kubernetes.io/kernel-version.full": kernel,
+                "feature.node.kubernetes.io/kernel-version.major": kmaj,
+                "feature.node.kubernetes.io/kernel-version.minor": kmin,
+                "feature.node.kubernetes.io/kernel-version.revision": krest.split("-")[0],
+                "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
+                "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
+            },
+        },
+        "spec": {"podCIDR": f"10.244.{index}.0/24"},
+        "status": {
+            "capacity": {"cpu": "192", "memory": "2097152Mi", "pods": "110", GPU: str(GPUS_PER_NODE)},
+            "allocatable": {"cpu": "190", "memory": "2080000Mi", "pods": "110", GPU: str(GPUS_PER_NODE)},
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                }
+            ],
+            "addresses": [
+                {"type": "InternalIP", "address": f"10.0.{index // 250}.{index % 250 + 2}"},
+                {"type": "Hostname", "address": name},
+            ],
+            "nodeInfo": {
+                "kernelVersion": kernel,
+                "osImage": "Ubuntu 22.04.4 LTS",
+                "kubeletVersion": "v1.32.4",
+                "containerRuntimeVersion": "containerd://1.7.20",
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+            },
+        },
+    }
+
+
+def _driver_ds(kernel: str, version: str) -> Obj:
+    name = f"nvidia-driver-daemonset-{kernel}-{OS_TAG}"
+    labels = {"app": "nvidia-driver-daemonset", "nvidia.com/precompiled": "true"}
+    return {
+        "metadata": {"name": name, "labels": {**labels, DRIVER_COMPONENT_LABEL: DRIVER_COMPONENT}},
+        "spec": {
+            "selector": {
+                "matchLabels": {
+                    "app": "nvidia-driver-daemonset",
+                    "feature.node.kubernetes.io/kernel-version.full": kernel,
+                }
+            },
+            "updateStrategy": {"type": "OnDelete"},
+            "template": _driver_template(kernel, version),
+        },
+    }
+
+
+def _driver_template(kernel: str, version: str) -> Obj:
+    return {
+        "metadata": {
+            "labels": {
+                "app": "nvidia-driver-daemonset",
+                "nvidia.com/precompiled": "true",
+                "feature.node.kubernetes.io/kernel-version.full": kernel,
+            }
+        },
+        "spec": {
+            "nodeSelector": {
+                "nvidia.com/gpu.deploy.driver": "true",
+                "feature.node.kubernetes.io/kernel-version.full": kernel,
+            },
+            "priorityClassName": "system-node-critical",
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "nvidia-driver-ctr",
+                    "image": f"{DRIVER_REPO}:{driver_tag(version, kernel)}",
+                    "env": [{"name": "DRIVER_VERSION", "value": version}],
+                    "securityContext": {"privileged": True},
+                }
+            ],
+        },
+    }
+
+
+def _validator_ds() -> Obj:
+    return {
+        "metadata": {"name": VALIDATOR_APP, "labels": {"app": VALIDATOR_APP}},
+        "spec": {
+            "selector": {"matchLabels": {"app": VALIDATOR_APP}},
+            "template": {
+                "metadata": {"labels": {"app": VALIDATOR_APP}},
+                "spec": {
+                    "nodeSelector": {"nvidia.com/gpu.deploy.operator-validator": "true"},
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {
+                            "name": "nvidia-operator-validator",
+                            "image": "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v24.6.0",
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def _pod(
+    name: str,
+    node: str,
+    labels: dict[str, str],
+    image: str,
+    gpus: int = 0,
+    owner: tuple[str, str, str] | None = None,
+    empty_dir: bool = False,
+    annotations: dict[str, str] | None = None,
+) -> Obj:
+    resources: Obj = {"requests": {"cpu": "4", "memory": "16Gi"}}
+    if gpus:
+        resources["requests"][GPU] = str(gpus)
+        resources["limits"] = {GPU: str(gpus)}
+    spec: Obj = {
+        "nodeName": node,
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "main", "image": image, "resources": resources}],
+    }
+    if empty_dir:
+        spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+        spec["containers"][0]["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
+    metadata: Obj = {"name": name, "labels": labels, "annotations": annotations or {}}
+    if owner:
+        api_version, kind, owner_name = owner
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": api_version,
+                "kind": kind,
+                "name": owner_name,
+                "uid": f"uid-{kind.lower()}-{owner_name}",
+                "controller": True,
+            }
+        ]
+    return {
+        "metadata": metadata,
+        "spec": spec,
+        "status": {
+            "phase": "Running",
+            "podIP": "10.244.0.10",
+            "conditions": [
+                {"type": "Ready", "status": "True"},
+                {"type": "ContainersReady", "status": "True"},
+            ],
+            "containerStatuses": [
+                {
+                    "name": "main",
+                    "image": image,
+                    "ready": True,
+                    "restartCount": 0,
+                    "started": True,
+                    "state": {"running": {}},
+                }
+            ],
+        },
+    }
+
+
+class _Builder:
+    def __init__(self, cluster: EmulatedCluster, name: str, count: int) -> None:
+        if count < len(ZONES):
+            raise ValueError(f"--nodes must be at least {len(ZONES)} (one per zone), got {count}")
+        self.c = cluster
+        self.info = ScenarioInfo(name, [], {z: [] for z in ZONES}, [])
+        self.count = count
+        self.kernels: dict[str, str] = {}
+
+    def fleet(self, odd_kernel_node: int | None = None) -> None:
+        for ns in (OPERATOR_NS, "ml-training", "inference", "batch", "monitoring", "web"):
+            self.c.create("namespaces", {"metadata": {"name": ns}})
+        for i in range(self.count):
+            zone = ZONES[i * len(ZONES) // self.count]
+            name = f"gpu-{zone[-1]}-{len(self.info.domains[zone]) + 1:02d}"
+            kernel = UNBUILT_KERNEL if i == odd_kernel_node else KERNELS[i % len(KERNELS)]
+            self.c.create("nodes", _node(name, zone, kernel, PRODUCTS[(i // 2) % len(PRODUCTS)], i))
+            self.info.nodes.append(name)
+            self.info.domains[zone].append(name)
+            self.kernels[name] = kernel
+        self.c.settings.registry[DRIVER_REPO] = {
+            driver_tag(v, k) for v in (OLD_DRIVER, NEW_DRIVER) for k in (*KERNELS, UNBUILT_KERNEL)
+        }
+
+    def operator(self) -> None:
+        ds_type = self.c.type("daemonsets", "apps")
+        for kernel in sorted(set(self.kernels.values())):
+            ds = self.c.create("daemonsets", _driver_ds(kernel, OLD_DRIVER), OPERATOR_NS, "apps")
+            self.info.driver_daemonsets.append(ds["metadata"]["name"])
+            for node, k in self.kernels.items():
+                if k == kernel:
+                    self.c.daemonsets.create_pod(ds, node, ready_now=True)
+        validator = self.c.create("daemonsets", _validator_ds(), OPERATOR_NS, "apps")
+        for node in self.info.nodes:
+            self.c.daemonsets.create_pod(validator, node, ready_now=True)
+        # The new driver is rolled into the DaemonSets; OnDelete leaves every node on the old one.
+        for name in self.info.driver_daemonsets:
+            kernel = name.removeprefix("nvidia-driver-daemonset-").removesuffix(f"-{OS_TAG}")
+            patch = {"spec": {"template": _driver_template(kernel, NEW_DRIVER)}}
+            self.c.store.patch(ds_type, OPERATOR_NS, name, "application/merge-patch+json", patch)
+
+    def workloads(self) -> None:
+        """Training behind a maxUnavailable-1 PDB, inference behind a 50% one, jobs, non-GPU pods."""
+        pytorch = "nvcr.io/nvidia/pytorch:24.05-py3"
+        cuda = {"gpu-upgrader.io/cuda-runtime": "12.4"}
+        self._pdb("ml-training", "llm-pretrain", {"app": "llm-pretrain"}, max_unavailable=1)
+        self._pdb("inference", "triton", {"app": "triton"}, min_available="50%")
+        self._pdb("web", "api-gateway", {"app": "api-gateway"}, max_unavailable=1)
+        for i, node in enumerate(self.info.nodes):
+            if i % 3 != 2:
+                self._add(
+                    _pod(
+                        f"llm-pretrain-{i}",
+                        node,
+                        {"app": "llm-pretrain"},
+                        pytorch,
+                        GPUS_PER_NODE // 2,
+                        ("apps/v1", "StatefulSet", "llm-pretrain"),
+                        annotations=cuda,
+                    ),
+                    "ml-training",
+                )
+            self._add(
+                _pod(
+                    f"triton-{i}",
+                    node,
+                    {"app": "triton"},
+                    "nvcr.io/nvidia/tritonserver:24.05-py3",
+                    2,
+                    ("apps/v1", "ReplicaSet", "triton-7d9f8"),
+                    annotations=cuda,
+                ),
+                "inference",
+            )
+            self._add(
+                _pod(
+                    f"api-gateway-{i}",
+                    node,
+                    {"app": "api-gateway"},
+                    "nginx:1.27",
+                    owner=("apps/v1", "ReplicaSet", "api-gateway-5c6b7"),
+                    empty_dir=True,
+                ),
+                "web",
+            )
+        exporter = self.c.create(
+            "daemonsets",
+            {
+                "metadata": {"name": "node-exporter"},
+                "spec": {
+                    "selector": {"matchLabels": {"app": "node-exporter"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "node-exporter"}},
+                        "spec": {
+                            "terminationGracePeriodSeconds": 1,
+                            "containers": [
+                                {"name": "exporter", "image": "quay.io/prometheus/node-exporter:v1.8.1"}
+                            ],
+                        },
+                    },
+                },
+            },
+            "monitoring",
+            "apps",
+        )
+        for node in self.info.nodes:
+            self.c.daemonsets.create_pod(exporter, node, ready_now=True)
+        for zone, nodes in self.info.domains.items():
+            self.job(f"nightly-eval-{zone[-1]}", nodes[-1], "20")
+
+    def job(self, name: str, node: str, seconds: str) -> None:
+        self.c.create(
+            "jobs",
+            {
+                "metadata": {"name": name, "annotations": {JOB_RUN_SECONDS: seconds}},
+                "spec": {
+                    "completions": 1,
+                    "parallelism": 1,
+                    "backoffLimit": 0,
+                    "template": {
+                        "metadata": {"labels": {"app": "batch-eval"}},
+                        "spec": {
+                            "nodeName": node,
+                            "restartPolicy": "Never",
+                            "terminationGracePeriodSeconds": 1,
+                            "containers": [
+                                {
+                                    "name": "eval",
+                                    "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+                                    "resources": {"limits": {GPU: "1"}},
+                                }
+                            ],
+                        },
+                    },
+                },
+            },
+            "batch",
+            "batch",
+        )
+
+    def _pdb(
+        self,
+        ns: str,
+        name: str,
+        match: dict[str, str],
+        min_available: Any = None,
+        max_unavailable: Any = None,
+    ) -> None:
+        spec: Obj = {"selector": {"matchLabels": match}}
+        if min_available is not None:
+            spec["minAvailable"] = min_available
+        if max_unavailable is not None:
+            spec["maxUnavailable"] = max_unavailable
+        self.c.create("poddisruptionbudgets", {"metadata": {"name": name}, "spec": spec}, ns, "policy")
+
+    def _add(self, pod: Obj, ns: str) -> None:
+        self.c.create("pods", pod, ns)
+
+
+def _healthy(b: _Builder) -> None:
+    b.fleet()
+    b.operator()
+    b.workloads()
+
+
+def _pdb_blocked(b: _Builder) -> None:
+    _healthy(b)
+    node = b.info.domains[ZONES[0]][0]
+    b._pdb("ml-training", "critical-finetune", {"app": "critical-finetune"}, min_available=1)
+    b._add(
+        _pod(
+            "critical-finetune-0",
+            node,
+            {"app": "critical-finetune"},
+            "nvcr.io/nvidia/nemo:24.05",
+            GPUS_PER_NODE // 2,
+            ("apps/v1", "StatefulSet", "critical-finetune"),
+        ),
+        "ml-training",
+    )
+    b.info.blocked_node, b.info.blocking_pdb = node, "ml-training/critical-finetune"
+
+
+def _stuck_job(b: _Builder) -> None:
+    _healthy(b)
+    node = b.info.domains[ZONES[0]][0]
+    b.job("stuck-eval", node, "never")
+    b.info.stuck_job_node = node
+
+
+def _missing_image(b: _Builder) -> None:
+    b.fleet(odd_kernel_node=1)
+    b.operator()
+    b.workloads()
+    node = b.info.nodes[1]
+    b.c.settings.registry[DRIVER_REPO].discard(driver_tag(NEW_DRIVER, UNBUILT_KERNEL))
+    b.info.missing_image_node = node
+    b.info.notes.append(f"no image {DRIVER_REPO}:{driver_tag(NEW_DRIVER, UNBUILT_KERNEL)} for {node}")
+
+
+def _validation_failure(b: _Builder) -> None:
+    _healthy(b)
+    node = b.info.domains[ZONES[0]][-1]
+    b.c.settings.broken_validation_nodes.add(node)
+    b.info.broken_validation_node = node
+
+
+SCENARIOS: dict[str, Callable[[_Builder], None]] = {
+    "healthy": _healthy,
+    "pdb-blocked": _pdb_blocked,
+    "stuck-job": _stuck_job,
+    "missing-image": _missing_image,
+    "validation-failure": _validation_failure,
+}
+
+
+def build(cluster: EmulatedCluster, name: str = "healthy", nodes: int = DEFAULT_NODES) -> ScenarioInfo:
+    """Populate `cluster` with a scenario; raises ValueError for an unknown name or too few nodes."""
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; choose one of {', '.join(SCENARIOS)}")
+    builder = _Builder(cluster, name, nodes)
+    SCENARIOS[name](builder)
+    cluster.store.run_due()
+    return builder.info
