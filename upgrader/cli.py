@@ -16,7 +16,7 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.stderr.write(f"upgrader: error: {message}\n")
         raise SystemExit(EXIT_USAGE)
 
 
@@ -55,21 +55,62 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--kubeconfig", required=True, help="where to write a kubeconfig for it")
     serve.add_argument("--audit-log", help="write every request as a JSON line to this file")
     serve.add_argument("--seed", type=int, default=0)
+
+    run = commands.add_parser("run", help="run the controller against a cluster")
+    _cluster_flags(run)
+    run.add_argument("--policy", help="upgrade policy YAML (GPU Operator upgradePolicy keys)")
+    run.add_argument("--once", action="store_true", help="one reconcile pass, then exit")
+    run.add_argument("--no-leader-election", action="store_true")
+
+    demo = commands.add_parser("demo", help="emulated cluster + controller in one process, live progress")
+    demo.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS))
+    demo.add_argument("--nodes", type=_positive_int, default=DEFAULT_NODES)
+    demo.add_argument("--policy", help="policy YAML instead of the demo's built-in one")
+    demo.add_argument("--timeout", type=_positive_int, default=240, help="seconds before giving up")
+
+    status = commands.add_parser("status", help="print the rollout status stored in the cluster")
+    _cluster_flags(status)
+    status.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    status.add_argument("--watch", action="store_true", help="refresh every 2 seconds until Ctrl-C")
+
+    for name, text in (
+        ("pause", "no new node starts; nodes in progress finish their step"),
+        ("resume", "continue, acknowledging current failures"),
+    ):
+        control = commands.add_parser(name, help=text)
+        _cluster_flags(control)
     return parser
+
+
+def _cluster_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", help="kubeconfig file (in-cluster config when omitted)")
+    parser.add_argument("--context", help="kubeconfig context")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from upgrader.config import ConfigError
+    from upgrader.kube.client import ClientConfigError
+
     try:
         if args.command == "sim" and args.sim_command == "serve":
             from upgrader.sim.serve import serve
 
             return serve(args.scenario, args.nodes, args.port, args.kubeconfig, args.audit_log, args.seed)
-    except UsageError as exc:
+        from upgrader import commands as cmd
+
+        handlers = {
+            "run": cmd.run,
+            "demo": cmd.demo,
+            "status": cmd.status,
+            "pause": cmd.pause,
+            "resume": cmd.resume,
+        }
+        return handlers[args.command](args)
+    except (UsageError, ConfigError, ClientConfigError) as exc:
         sys.stderr.write(f"upgrader: error: {exc}\n")
         return EXIT_USAGE
-    parser.error("unknown command")
 
 
 if __name__ == "__main__":

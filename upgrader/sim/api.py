@@ -77,7 +77,7 @@ class Dispatcher:
     def __init__(self, store: Store, faults: FaultPlan | None = None, log: RequestLog | None = None) -> None:
         self.store = store
         self.faults = faults
-        self.log = log or RequestLog()
+        self.log = log if log is not None else RequestLog()  # an empty log is falsy: keep its audit
         self.server_address = "127.0.0.1:0"
 
     # ----- entry point ----------------------------------------------------------------------

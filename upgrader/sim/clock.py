@@ -6,6 +6,10 @@ import time
 from datetime import UTC, datetime
 from typing import Protocol
 
+from upgrader.core.timefmt import parse_rfc3339, rfc3339, rfc3339_micro
+
+__all__ = ["VIRTUAL_EPOCH", "Clock", "RealClock", "VirtualClock", "parse_rfc3339", "rfc3339", "rfc3339_micro"]
+
 # Virtual clocks start here so timestamps in tests are stable and readable.
 VIRTUAL_EPOCH = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 
@@ -40,21 +44,3 @@ class VirtualClock:
         if t < self._now:
             raise ValueError("a virtual clock never goes backwards")
         self._now = t
-
-
-def rfc3339(t: float) -> str:
-    """Kubernetes' timestamp format (second precision, UTC, trailing Z)."""
-    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def rfc3339_micro(t: float) -> str:
-    """MicroTime, as leases and events.k8s.io events carry."""
-    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_rfc3339(s: str) -> float:
-    """Parse the timestamps this emulator and Kubernetes write."""
-    text = s.strip()
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    return datetime.fromisoformat(text).timestamp()

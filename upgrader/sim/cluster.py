@@ -18,6 +18,7 @@ from upgrader.sim.registry import ResourceType, crd_types
 from upgrader.sim.settings import SimSettings
 from upgrader.sim.store import Store
 from upgrader.sim.watch import Change
+from upgrader.sim.workloads import WorkloadController
 
 Obj = dict[str, Any]
 
@@ -38,8 +39,15 @@ class EmulatedCluster:
         self.disruption = DisruptionController(self.store)
         self.daemonsets = DaemonSetController(self.store, self.settings)
         self.jobs = JobController(self.store, self.settings)
+        self.workloads = WorkloadController(self.store, self.settings)
         self.store.reactors.extend(
-            [self.disruption.react, self.daemonsets.react, self.jobs.react, self._register_crds]
+            [
+                self.disruption.react,
+                self.daemonsets.react,
+                self.jobs.react,
+                self.workloads.react,
+                self._register_crds,
+            ]
         )
         self.dispatcher = Dispatcher(self.store, faults, RequestLog(audit))
         self.server: EmulatorHTTPServer | None = None

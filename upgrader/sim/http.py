@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import threading
 import time
@@ -55,7 +56,7 @@ class _Handler(BaseHTTPRequestHandler):
                     break
                 event = watcher.get(timeout=min(remaining, 0.5))
                 if event is None:
-                    if watcher.closed:
+                    if watcher.closed or self._peer_closed():
                         break
                     continue
                 line = dispatcher.watch_line(event[0], event[1], response.watch_table)
@@ -68,6 +69,14 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             dispatcher.store.stop_watch(watcher)
             self.close_connection = True
+
+    def _peer_closed(self) -> bool:
+        """Whether the client hung up (kubectl -w interrupted): a quiet watch would never notice."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and not self.connection.recv(1, socket.MSG_PEEK)
+        except (OSError, ValueError):
+            return True
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
 

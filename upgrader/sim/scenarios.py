@@ -354,7 +354,7 @@ class _Builder:
         for node in self.info.nodes:
             self.c.daemonsets.create_pod(exporter, node, ready_now=True)
         for zone, nodes in self.info.domains.items():
-            self.job(f"nightly-eval-{zone[-1]}", nodes[-1], "20")
+            self.job(f"nightly-eval-{zone[-1]}", nodes[-1], "10")
 
     def job(self, name: str, node: str, seconds: str) -> None:
         self.c.create(

@@ -21,6 +21,7 @@ class SimSettings:
     image_pull_delay: float = 1.0  # a missing image is reported after this
     validator_ready_delay: float = 1.0  # validators follow a Ready driver after this
     job_replace_delay: float = 1.0  # a Job replaces a pod it lost after this
+    workload_ready_delay: float = 2.0  # a rescheduled ReplicaSet/StatefulSet pod turns Ready after this
     # repository -> tags it holds; images from repositories not listed here always pull.
     registry: dict[str, set[str]] = field(default_factory=dict)
     # Nodes whose new driver loads but never validates (validators never turn Ready).

@@ -1,0 +1,110 @@
+"""The CLI's commands behind argument parsing: each loads its input, then does one thing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+from upgrader.config import ConfigError, Settings, load_policy, load_settings
+from upgrader.core.timefmt import rfc3339
+from upgrader.kube.api import ApiError, KubeApi
+from upgrader.kube.apply import patch_configmap
+from upgrader.kube.client import api_client
+from upgrader.kube.snapshot import status_path
+from upgrader.statusview import render_table
+
+EXIT_FAILED = 1
+
+
+def _api(args: argparse.Namespace) -> KubeApi:
+    return KubeApi(api_client(args.kubeconfig, args.context), attempts=3, max_delay=5)
+
+
+def run(args: argparse.Namespace) -> int:
+    from upgrader.runner import build_controller, run_until_signalled
+
+    policy = load_policy(args.policy)
+    settings = load_settings()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    controller = build_controller(
+        api_client(args.kubeconfig, args.context),
+        policy,
+        settings,
+        leader_election=not args.no_leader_election,
+    )
+    if args.once:
+        report = controller.reconcile()
+        print(json.dumps(report.status, indent=2, sort_keys=True))
+        return EXIT_FAILED if report.error else 0
+    return run_until_signalled(controller)
+
+
+def demo(args: argparse.Namespace) -> int:
+    from upgrader.demo import run_demo
+
+    policy = load_policy(args.policy) if args.policy else None
+    return run_demo(args.scenario, args.nodes, policy, sys.stdout, timeout=args.timeout)
+
+
+def read_status(api: KubeApi, settings: Settings) -> dict[str, Any] | None:
+    cm = api.get(status_path(settings))
+    if cm is None:
+        return None
+    data = cm.get("data") or {}
+    try:
+        status = json.loads(data.get("status.json") or "{}")
+    except ValueError:
+        raise ConfigError(
+            f"configmap {settings.namespace}/{settings.status_configmap} holds no valid status"
+        ) from None
+    status["paused"] = data.get("paused") == "true"
+    return status
+
+
+def status(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    api = _api(args)
+    while True:
+        try:
+            current = read_status(api, settings)
+        except ApiError as exc:
+            print(f"upgrader: cannot read status: {exc.message}", file=sys.stderr)
+            return EXIT_FAILED
+        if current is None:
+            print(
+                f"upgrader: no rollout status in configmap {settings.namespace}/{settings.status_configmap} "
+                "(has the controller run yet?)",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+        text = (
+            json.dumps(current, indent=2, sort_keys=True) if args.output == "json" else render_table(current)
+        )
+        if args.watch:
+            sys.stdout.write("\x1b[2J\x1b[H" + text + "\n")
+            sys.stdout.flush()
+            try:
+                time.sleep(2)
+            except KeyboardInterrupt:
+                return 0
+            continue
+        print(text)
+        return 0
+
+
+def pause(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    patch_configmap(_api(args), settings, {"paused": "true"})
+    print(f"paused: no new node starts (configmap {settings.namespace}/{settings.status_configmap})")
+    return 0
+
+
+def resume(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    patch_configmap(_api(args), settings, {"paused": "false", "resumedAt": rfc3339(time.time())})
+    print("resumed: failures recorded so far are acknowledged; the rollout continues")
+    return 0

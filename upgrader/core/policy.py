@@ -1,0 +1,153 @@
+"""The upgrade policy: the GPU Operator's `driver.upgradePolicy` keys plus upgrader's additions.
+
+Defaults follow the Operator where it has one (maxParallelUpgrades 1, maxUnavailable 25%,
+pod deletion and drain timeouts 300 s, drain off, wait-for-completion without timeout).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from enum import StrEnum
+from typing import Any
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from upgrader.core.selectors import LabelSelector, SelectorError, parse_label_selector
+
+_PERCENT = re.compile(r"^(\d{1,3})%$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+def _selector(value: Any) -> str:
+    text = "" if value is None else str(value)
+    try:
+        parse_label_selector(text)
+    except SelectorError as exc:
+        raise ValueError(str(exc)) from None
+    return text
+
+
+class WaitForCompletion(_Strict):
+    pod_selector: str = Field("", alias="podSelector")
+    timeout_seconds: int = Field(0, alias="timeoutSeconds", ge=0)  # 0: wait forever
+
+    _check = field_validator("pod_selector", mode="before")(_selector)
+
+
+class GpuPodDeletion(_Strict):
+    force: bool = False  # also delete GPU pods no controller would recreate
+    timeout_seconds: int = Field(300, alias="timeoutSeconds", ge=0)
+    delete_empty_dir: bool = Field(False, alias="deleteEmptyDir")
+
+
+class Drain(_Strict):
+    enable: bool = False
+    force: bool = False
+    pod_selector: str = Field("", alias="podSelector")
+    timeout_seconds: int = Field(300, alias="timeoutSeconds", ge=0)
+    delete_empty_dir: bool = Field(False, alias="deleteEmptyDir")
+
+    _check = field_validator("pod_selector", mode="before")(_selector)
+
+
+class FailureDomains(_Strict):
+    label_key: str = Field("topology.kubernetes.io/zone", alias="labelKey", min_length=1)
+    order: tuple[str, ...] = ()  # domains to go first, in this order; the rest follow sorted
+    canary: str | None = None  # defaults to the first domain in order
+    soak_seconds: int = Field(0, alias="soakSeconds", ge=0)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> FailureDomains:
+        if len(set(self.order)) != len(self.order):
+            raise ValueError("failureDomains.order lists a domain twice")
+        return self
+
+
+class Validation(_Strict):
+    pod_selector: str = Field("app=nvidia-operator-validator", alias="podSelector")
+    timeout_seconds: int = Field(600, alias="timeoutSeconds", ge=1)
+
+    _check = field_validator("pod_selector", mode="before")(_selector)
+
+
+class PodRestart(_Strict):
+    timeout_seconds: int = Field(600, alias="timeoutSeconds", ge=1)
+
+
+class OnBlockedTimeout(StrEnum):
+    """A node blocked (PDB, jobs, undeletable pods) past its step's timeout: halt, or fail it."""
+
+    HALT = "halt"
+    FAIL = "fail"
+
+
+class OnNodeFailure(StrEnum):
+    """A failed node outside the canary domain: halt the rollout, or go on (canary always halts)."""
+
+    HALT = "halt"
+    CONTINUE = "continue"
+
+
+class Policy(_Strict):
+    auto_upgrade: bool = Field(True, alias="autoUpgrade")
+    max_parallel_upgrades: int = Field(1, alias="maxParallelUpgrades", ge=0)  # 0: unlimited
+    max_unavailable: int | str = Field("25%", alias="maxUnavailable")
+    wait_for_completion: WaitForCompletion = Field(WaitForCompletion(), alias="waitForCompletion")
+    gpu_pod_deletion: GpuPodDeletion = Field(
+        GpuPodDeletion(),
+        validation_alias=AliasChoices("gpuPodDeletion", "podDeletion"),
+        serialization_alias="gpuPodDeletion",
+    )
+    drain: Drain = Drain()
+    failure_domains: FailureDomains = Field(FailureDomains(), alias="failureDomains")
+    validation: Validation = Validation()
+    pod_restart: PodRestart = Field(PodRestart(), alias="podRestart")
+    on_blocked_timeout: OnBlockedTimeout = Field(OnBlockedTimeout.HALT, alias="onBlockedTimeout")
+    on_node_failure: OnNodeFailure = Field(OnNodeFailure.HALT, alias="onNodeFailure")
+
+    @field_validator("max_unavailable", mode="before")
+    @classmethod
+    def _max_unavailable(cls, value: Any) -> int | str:
+        if isinstance(value, bool):
+            raise ValueError('must be a number of nodes or a percentage like "25%"')
+        if isinstance(value, int):
+            if value < 1:
+                raise ValueError(f"must be at least 1 (0 would never start a node), got {value}")
+            return value
+        text = str(value).strip()
+        if text.isdigit():
+            return cls._max_unavailable(int(text))
+        match = _PERCENT.match(text)
+        if not match:
+            raise ValueError(f'must be a number of nodes or a percentage like "25%", got {value!r}')
+        pct = int(match.group(1))
+        if not 1 <= pct <= 100:
+            raise ValueError(f"percentage must be between 1% and 100%, got {text}")
+        return text
+
+    def max_unavailable_nodes(self, total: int) -> int:
+        """Scaled like the Operator: percentages of the managed nodes, rounded up, at least 1."""
+        if isinstance(self.max_unavailable, int):
+            return self.max_unavailable
+        pct = int(self.max_unavailable[:-1])
+        return max(1, math.ceil(pct * total / 100))
+
+    def selector(self, text: str) -> LabelSelector:
+        return parse_label_selector(text)
+
+
+def policy_from_mapping(data: Any) -> Policy:
+    """Build a policy from parsed YAML; a pasted `upgradePolicy:` (or `driver.upgradePolicy`) unwraps."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValueError("policy must be a mapping of upgradePolicy keys")
+    if set(data) == {"driver"} and isinstance(data["driver"], dict):
+        data = data["driver"]
+    if set(data) == {"upgradePolicy"}:
+        data = data["upgradePolicy"] or {}
+    return Policy.model_validate(data)

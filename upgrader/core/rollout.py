@@ -1,0 +1,319 @@
+"""One reconcile pass, decided: detection, per-node steps, their conclusions, and new starts.
+
+The controller calls these in order, applying actions between them:
+    steps = plan_steps(snapshot, policy)          -> attempt the steps' actions
+    actions = conclude(snapshot, steps, outcomes) -> transitions, block reasons, failures, events
+    snapshot = project(snapshot, applied)         -> the cluster as it now is
+    starts = start_nodes(snapshot, policy, now)   -> picked nodes leave upgrade-required
+Every function here is pure and takes `now`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from upgrader.core.actions import Action, Annotate, Event, Outcome, Result, Transition
+from upgrader.core.machine import fire
+from upgrader.core.policy import OnBlockedTimeout, Policy
+from upgrader.core.runbooks import runbook_for
+from upgrader.core.schedule import Schedule, plan_starts
+from upgrader.core.states import (
+    BLOCKED_KIND,
+    BLOCKED_REASON,
+    BLOCKED_SINCE,
+    FAILED_AT,
+    FAILED_KIND,
+    FAILED_REASON,
+    GPU_BEFORE,
+    IN_PROGRESS,
+    PER_UPGRADE,
+    REQUESTED_ANNOTATION,
+    SKIP_LABEL,
+    STARTED_AT,
+    STATE_SINCE,
+    TARGET_REVISION,
+    WAS_UNSCHEDULABLE,
+    State,
+)
+from upgrader.core.steps import STEPS, Blocked, NodeContext, StepPlan, context, entry_annotations
+from upgrader.core.timefmt import parse_or_none, rfc3339
+from upgrader.core.views import NodeView, Snapshot
+
+CLEAR_BLOCK: dict[str, str | None] = {BLOCKED_KIND: None, BLOCKED_REASON: None, BLOCKED_SINCE: None}
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """Which nodes upgrader manages, and which it leaves alone and why."""
+
+    managed: list[NodeView]
+    skipped: list[str]
+    invalid: list[tuple[str, str]]
+
+
+def fleet(snapshot: Snapshot) -> Fleet:
+    managed, skipped, invalid = [], [], []
+    for node in sorted(snapshot.nodes.values(), key=lambda n: n.name):
+        has_driver = bool(snapshot.driver_pods.get(node.name)) or any(
+            d.selects(node) for d in snapshot.driver_sets
+        )
+        if not has_driver:
+            continue
+        if node.labels.get(SKIP_LABEL) == "true":
+            skipped.append(node.name)
+        elif node.invalid:
+            invalid.append((node.name, node.invalid))
+        else:
+            managed.append(node)
+    return Fleet(managed, skipped, invalid)
+
+
+def upgrade_reason(snapshot: Snapshot, node: NodeView) -> str | None:
+    """Why the node needs an upgrade, or None when its driver is current."""
+    if node.annotations.get(REQUESTED_ANNOTATION) == "true":
+        return f"annotation {REQUESTED_ANNOTATION}=true"
+    for pod in snapshot.driver_pods.get(node.name, []):
+        if pod.terminating:
+            continue
+        ds = snapshot.driver_set_of(pod)
+        if ds is not None and ds.newest_hash and pod.revision_hash != ds.newest_hash:
+            return (
+                f"driver pod {pod.key} at revision {pod.revision_hash}, "
+                f"DaemonSet {ds.name} at {ds.newest_hash} (revision {ds.newest_revision})"
+            )
+    return None
+
+
+def detect(snapshot: Snapshot, policy: Policy, now: float) -> list[Action]:
+    """Label new nodes, and move idle nodes between upgrade-done and upgrade-required."""
+    actions: list[Action] = []
+    stamp = {STATE_SINCE: rfc3339(now)}
+    for node in fleet(snapshot).managed:
+        reason = upgrade_reason(snapshot, node)
+        if node.state is None:
+            target = State.UPGRADE_REQUIRED if reason else State.DONE
+            actions.append(Transition(node.name, None, target, stamp, reason or "driver is current"))
+        elif node.state is State.DONE and reason:
+            actions.append(fire(node.name, node.state, "require", annotations=stamp, message=reason))
+        elif node.state is State.UPGRADE_REQUIRED and not reason:
+            actions.append(
+                fire(node.name, node.state, "up_to_date", annotations=stamp, message="driver is current")
+            )
+    return actions
+
+
+def plan_steps(snapshot: Snapshot, policy: Policy) -> list[tuple[NodeContext, StepPlan]]:
+    out = []
+    for node in fleet(snapshot).managed:
+        if node.state in IN_PROGRESS:
+            ctx = context(snapshot, node.name, policy)
+            out.append((ctx, STEPS[node.state](ctx)))
+    return out
+
+
+def conclude(ctx: NodeContext, plan: StepPlan, outcomes: Sequence[Outcome], now: float) -> list[Action]:
+    """Turn a step and what came of its attempts into the node's transition, block or failure."""
+    node, policy = ctx.node, ctx.policy
+    assert node.state is not None
+    blocked = plan.blocked or _refusals(plan, outcomes)
+    entered = parse_or_none(node.annotations.get(STATE_SINCE)) or now
+    timed_out = plan.timeout > 0 and now - entered >= plan.timeout
+    if blocked is not None:
+        if timed_out and policy.on_blocked_timeout is OnBlockedTimeout.FAIL:
+            return fail(
+                node, blocked.kind, f"{blocked.reason}; blocked past the {plan.timeout}s timeout", now
+            )
+        suffix = f" (past the {plan.timeout}s timeout)" if timed_out else ""
+        return block(node, Blocked(blocked.kind, blocked.reason + suffix), now)
+    if any(o.result in (Result.ERROR, Result.CONFLICT) for o in outcomes):
+        return []  # transient: the next pass re-reads and tries again
+    if plan.trigger is not None:
+        annotations = {STATE_SINCE: rfc3339(now), **CLEAR_BLOCK}
+        target_probe = fire(node.name, node.state, plan.trigger, policy.drain.enable)
+        annotations.update(entry_annotations(target_probe.target, ctx))
+        if target_probe.target is State.DONE:
+            annotations.update({key: None for key in PER_UPGRADE})
+            annotations[REQUESTED_ANNOTATION] = None
+            annotations[STATE_SINCE] = rfc3339(now)
+        return [
+            replace(
+                target_probe,
+                annotations=annotations,
+                message=f"{node.state.value} -> {target_probe.target.value}",
+            )
+        ]
+    if timed_out and plan.waiting:
+        if plan.fail_on_timeout or policy.on_blocked_timeout is OnBlockedTimeout.FAIL:
+            return fail(
+                node,
+                _failure_kind(node.state, plan),
+                f"not done within the {plan.timeout}s timeout: {plan.waiting}",
+                now,
+            )
+        return block(
+            node,
+            Blocked(plan.kind or "blocked", f"{plan.waiting} (past the {plan.timeout}s timeout)"),
+            now,
+            since=node.annotations.get(STATE_SINCE),
+        )
+    if node.annotations.get(BLOCKED_KIND):
+        return [
+            Annotate(node.name, CLEAR_BLOCK),
+            Event(node.name, "Normal", f"no longer blocked in {node.state.value}"),
+        ]
+    return []
+
+
+def waiting_entry(ctx: NodeContext, plan: StepPlan, concluded: Sequence[Action]) -> dict[str, str] | None:
+    """A node that waits normally this pass (not blocked, not moving on), for the status."""
+    if not plan.waiting or any(isinstance(a, Transition) for a in concluded) or ctx.node.state is None:
+        return None
+    if any(isinstance(a, Annotate) and a.annotations.get(BLOCKED_KIND) for a in concluded):
+        return None
+    return {
+        "node": ctx.node.name,
+        "state": ctx.node.state.value,
+        "reason": plan.waiting,
+        "since": ctx.node.annotations.get(STATE_SINCE, ""),
+    }
+
+
+def _refusals(plan: StepPlan, outcomes: Sequence[Outcome]) -> Blocked | None:
+    """Evictions a PodDisruptionBudget refused, grouped by budget, as one block reason."""
+    by_budget: dict[str, list[str]] = {}
+    details: dict[str, str] = {}
+    for outcome in outcomes:
+        if outcome.result is not Result.BLOCKED:
+            continue
+        action = outcome.action
+        pod_key = f"{getattr(action, 'namespace', '')}/{getattr(action, 'name', '')}"
+        pdb = plan.pdb_of.get(pod_key)
+        budget = pdb.key if pdb else "(unknown budget)"
+        by_budget.setdefault(budget, []).append(pod_key)
+        details[budget] = (
+            (
+                f"disruptionsAllowed={pdb.disruptions_allowed}, currentHealthy={pdb.current_healthy}, "
+                f"desiredHealthy={pdb.desired_healthy}"
+            )
+            if pdb
+            else outcome.message
+        )
+    if not by_budget:
+        return None
+    parts = [
+        f"eviction of {', '.join(pods)} refused by PodDisruptionBudget {budget} ({details[budget]})"
+        for budget, pods in sorted(by_budget.items())
+    ]
+    return Blocked("pdb", "; ".join(parts))
+
+
+def _failure_kind(state: State, plan: StepPlan) -> str:
+    if state is State.POD_RESTART_REQUIRED:
+        image_errors = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName")
+        return "image" if any(e in (plan.waiting or "") for e in image_errors) else "driver-restart"
+    if state is State.VALIDATION_REQUIRED:
+        return "validation"
+    return plan.kind or "failed"
+
+
+def block(node: NodeView, blocked: Blocked, now: float, since: str | None = None) -> list[Action]:
+    """Record why the node cannot go on, and since when (kept while the kind of block stays)."""
+    same_kind = node.annotations.get(BLOCKED_KIND) == blocked.kind
+    kept = node.annotations.get(BLOCKED_SINCE) if same_kind else None
+    wanted = {
+        BLOCKED_KIND: blocked.kind,
+        BLOCKED_REASON: blocked.reason,
+        BLOCKED_SINCE: kept or since or rfc3339(now),
+    }
+    if all(node.annotations.get(k) == v for k, v in wanted.items()):
+        return []
+    assert node.state is not None
+    message = (
+        f"blocked in {node.state.value} since {wanted[BLOCKED_SINCE]}: {blocked.reason}; "
+        f"see {runbook_for(blocked.kind)}"
+    )
+    return [Annotate(node.name, wanted), Event(node.name, "Warning", message)]
+
+
+def fail(node: NodeView, kind: str, reason: str, now: float) -> list[Action]:
+    assert node.state is not None
+    stamp = rfc3339(now)
+    transition = fire(
+        node.name,
+        node.state,
+        "fail",
+        annotations={
+            STATE_SINCE: stamp,
+            FAILED_AT: stamp,
+            FAILED_KIND: kind,
+            FAILED_REASON: reason,
+            **CLEAR_BLOCK,
+        },
+        message=reason,
+    )
+    return [
+        transition,
+        Event(
+            node.name, "Warning", f"upgrade failed in {node.state.value}: {reason}; see {runbook_for(kind)}"
+        ),
+    ]
+
+
+def start_nodes(
+    snapshot: Snapshot, policy: Policy, now: float, may_start: bool, acknowledged: set[str]
+) -> tuple[Schedule, list[Action]]:
+    """Pick nodes to leave upgrade-required, recording what they were like before we touched them."""
+    nodes = fleet(snapshot).managed
+    schedule = plan_starts(nodes, policy, now, may_start and policy.auto_upgrade, acknowledged)
+    actions: list[Action] = []
+    stamp = rfc3339(now)
+    for name in schedule.starts:
+        node = snapshot.nodes[name]
+        ctx = context(snapshot, name, policy)
+        before = node.annotations.get(GPU_BEFORE) or node.gpu_allocatable
+        annotations: dict[str, str | None] = {
+            STATE_SINCE: stamp,
+            STARTED_AT: stamp,
+            WAS_UNSCHEDULABLE: node.annotations.get(WAS_UNSCHEDULABLE)
+            or ("true" if node.unschedulable else "false"),
+            GPU_BEFORE: before,
+            TARGET_REVISION: ctx.driver_set.newest_hash if ctx.driver_set else None,
+            FAILED_KIND: None,
+            FAILED_REASON: None,
+            FAILED_AT: None,
+            **CLEAR_BLOCK,
+        }
+        actions.append(
+            fire(
+                name,
+                State.UPGRADE_REQUIRED,
+                "start",
+                annotations=annotations,
+                message=f"starting upgrade in domain {schedule.current_domain}",
+            )
+        )
+    return schedule, actions
+
+
+def project(snapshot: Snapshot, applied: Iterable[Action]) -> Snapshot:
+    """The snapshot with successfully applied node writes folded in."""
+    nodes = dict(snapshot.nodes)
+    for action in applied:
+        if isinstance(action, Transition) and action.node in nodes:
+            nodes[action.node] = nodes[action.node].with_changes(action.target, action.annotations)
+        elif isinstance(action, Annotate) and action.node in nodes:
+            nodes[action.node] = nodes[action.node].with_changes(None, action.annotations)
+    return replace(snapshot, nodes=nodes)
+
+
+def acknowledged_failures(snapshot: Snapshot) -> set[str]:
+    """Failed nodes an operator acknowledged with `upgrader resume` after they failed."""
+    resumed = snapshot.control.resumed_at
+    if resumed is None:
+        return set()
+    return {
+        n.name
+        for n in snapshot.nodes.values()
+        if n.state is State.FAILED and (parse_or_none(n.annotations.get(FAILED_AT)) or 0.0) <= resumed
+    }

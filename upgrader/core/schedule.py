@@ -1,0 +1,133 @@
+"""Which nodes start now: failure domains in order (canary first), soak between domains, and the
+maxParallelUpgrades / maxUnavailable budgets.
+
+How nodes count (documented in docs/policy.md):
+- in progress: states cordon-required .. uncordon-required; at most maxParallelUpgrades (0 = no limit).
+- unavailable: managed nodes that are in progress, failed (left cordoned), cordoned by anyone, or
+  NotReady. Starting a node that is already unavailable (e.g. cordoned by someone else) does not
+  spend budget, so such nodes go first within their domain.
+- a domain is finished when each of its nodes is upgrade-done, or failed and acknowledged
+  (`upgrader resume`) under onNodeFailure: continue. The next domain starts soakSeconds after the
+  last node of the previous one finished.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from upgrader.core.policy import Policy
+from upgrader.core.states import IN_PROGRESS, STATE_SINCE, State
+from upgrader.core.timefmt import parse_or_none
+from upgrader.core.views import NodeView
+
+NO_DOMAIN = "<none>"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    starts: list[str]
+    current_domain: str | None
+    waiting: str | None  # why nothing (more) starts, when that is the case
+    domains: list[str]
+    in_progress: int
+    unavailable: int
+    max_unavailable: int
+
+
+def domain_of(node: NodeView, policy: Policy) -> str:
+    return node.labels.get(policy.failure_domains.label_key) or NO_DOMAIN
+
+
+def domain_order(nodes: list[NodeView], policy: Policy) -> list[str]:
+    """Policy order first, the rest sorted, nodes without the label last; the canary leads."""
+    present = {domain_of(n, policy) for n in nodes}
+    fd = policy.failure_domains
+    ordered = [d for d in fd.order if d in present]
+    ordered += sorted(d for d in present if d not in ordered and d != NO_DOMAIN)
+    if NO_DOMAIN in present:
+        ordered.append(NO_DOMAIN)
+    if fd.canary and fd.canary in ordered:
+        ordered.remove(fd.canary)
+        ordered.insert(0, fd.canary)
+    return ordered
+
+
+def canary_domain(nodes: list[NodeView], policy: Policy) -> str | None:
+    order = domain_order(nodes, policy)
+    return order[0] if order else None
+
+
+def is_unavailable(node: NodeView) -> bool:
+    return node.unschedulable or not node.ready or node.state in IN_PROGRESS or node.state is State.FAILED
+
+
+def _finished(node: NodeView, acknowledged: set[str]) -> bool:
+    return node.state is State.DONE or (node.state is State.FAILED and node.name in acknowledged)
+
+
+def plan_starts(
+    nodes: list[NodeView], policy: Policy, now: float, may_start: bool, acknowledged_failures: set[str]
+) -> Schedule:
+    """`nodes` are the managed nodes; `may_start` is False while paused or halted."""
+    order = domain_order(nodes, policy)
+    by_domain: dict[str, list[NodeView]] = {d: [] for d in order}
+    for node in nodes:
+        by_domain[domain_of(node, policy)].append(node)
+    in_progress = sum(1 for n in nodes if n.state in IN_PROGRESS)
+    unavailable = sum(1 for n in nodes if is_unavailable(n))
+    max_unavailable = policy.max_unavailable_nodes(len(nodes))
+
+    def result(starts: list[str], domain: str | None, waiting: str | None) -> Schedule:
+        return Schedule(
+            starts,
+            domain,
+            waiting,
+            order,
+            in_progress + len(starts),
+            unavailable + sum(1 for s in starts if not is_unavailable(_node(nodes, s))),
+            max_unavailable,
+        )
+
+    current, previous = None, None
+    for domain in order:
+        if not all(_finished(n, acknowledged_failures) for n in by_domain[domain]):
+            current = domain
+            break
+        previous = domain
+    if current is None:
+        return result([], None, None)
+    if previous is not None and policy.failure_domains.soak_seconds:
+        finished_at = max((parse_or_none(n.annotations.get(STATE_SINCE)) or 0.0) for n in by_domain[previous])
+        soak_until = finished_at + policy.failure_domains.soak_seconds
+        if now < soak_until and not any(n.state in IN_PROGRESS for n in by_domain[current]):
+            return result([], current, f"soaking domain {previous} for {int(soak_until - now)}s more")
+    candidates = sorted(
+        (n for n in by_domain[current] if n.state is State.UPGRADE_REQUIRED),
+        key=lambda n: (not is_unavailable(n), n.name),
+    )
+    if not candidates or not may_start:
+        return result([], current, None)
+    parallel = policy.max_parallel_upgrades
+    slots = (parallel - in_progress) if parallel else len(candidates)
+    budget = max_unavailable - unavailable
+    starts: list[str] = []
+    for node in candidates:
+        if len(starts) >= slots:
+            break
+        cost = 0 if is_unavailable(node) else 1
+        if cost > budget:
+            continue
+        budget -= cost
+        starts.append(node.name)
+    waiting = None
+    if not starts:
+        waiting = (
+            f"maxParallelUpgrades {parallel} reached"
+            if parallel and in_progress >= parallel
+            else f"maxUnavailable {max_unavailable} reached ({unavailable} nodes unavailable)"
+        )
+    return result(starts, current, waiting)
+
+
+def _node(nodes: list[NodeView], name: str) -> NodeView:
+    return next(n for n in nodes if n.name == name)

@@ -1,0 +1,80 @@
+"""The per-node upgrade states (GPU Operator convention) and the node keys upgrader owns."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class State(StrEnum):
+    """Values are exactly what the `nvidia.com/gpu-driver-upgrade-state` label holds."""
+
+    UPGRADE_REQUIRED = "upgrade-required"
+    CORDON_REQUIRED = "cordon-required"
+    WAIT_FOR_JOBS_REQUIRED = "wait-for-jobs-required"
+    POD_DELETION_REQUIRED = "pod-deletion-required"
+    DRAIN_REQUIRED = "drain-required"
+    POD_RESTART_REQUIRED = "pod-restart-required"
+    VALIDATION_REQUIRED = "validation-required"
+    UNCORDON_REQUIRED = "uncordon-required"
+    DONE = "upgrade-done"
+    FAILED = "upgrade-failed"
+
+    @classmethod
+    def parse(cls, value: str | None) -> State | None:
+        """The state a label value names; None for a missing label, ValueError for garbage."""
+        if value is None or value == "":
+            return None
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"unknown upgrade state {value!r}") from None
+
+
+# States between "picked to start" and "finished": the node is being worked on.
+IN_PROGRESS = frozenset(
+    {
+        State.CORDON_REQUIRED,
+        State.WAIT_FOR_JOBS_REQUIRED,
+        State.POD_DELETION_REQUIRED,
+        State.DRAIN_REQUIRED,
+        State.POD_RESTART_REQUIRED,
+        State.VALIDATION_REQUIRED,
+        State.UNCORDON_REQUIRED,
+    }
+)
+ORDER = tuple(State)
+
+# Node label and annotations. The state label and the request/skip keys are the GPU Operator's;
+# the rest are upgrader's own bookkeeping, so a restarted controller resumes from the node.
+STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
+SKIP_LABEL = "nvidia.com/gpu-driver-upgrade.skip"
+REQUESTED_ANNOTATION = "nvidia.com/gpu-driver-upgrade-requested"
+
+_A = "gpu-upgrader.io/"
+STATE_SINCE = _A + "state-since"  # when the node entered its current state (RFC 3339)
+STARTED_AT = _A + "started-at"  # when the node left upgrade-required
+WAS_UNSCHEDULABLE = _A + "was-unschedulable"  # "true": someone else had cordoned it before us
+GPU_BEFORE = _A + "gpu-allocatable-before"  # nvidia.com/gpu allocatable when we started
+DRIVER_POD_UID = _A + "driver-pod-uid"  # the driver pod to restart (recorded on entering restart)
+TARGET_REVISION = _A + "target-revision"  # controller-revision-hash the node is moving to
+BLOCKED_KIND = _A + "blocked-kind"  # pdb, wait-for-jobs, pod-deletion, drain, ...
+BLOCKED_REASON = _A + "blocked-reason"
+BLOCKED_SINCE = _A + "blocked-since"
+FAILED_KIND = _A + "failed-kind"  # image, driver-restart, validation, pdb, ...
+FAILED_REASON = _A + "failed-reason"
+FAILED_AT = _A + "failed-at"
+
+# Annotations cleared when a node finishes (done) so the next upgrade starts clean.
+PER_UPGRADE = (
+    STARTED_AT,
+    WAS_UNSCHEDULABLE,
+    GPU_BEFORE,
+    DRIVER_POD_UID,
+    TARGET_REVISION,
+    BLOCKED_KIND,
+    BLOCKED_REASON,
+    BLOCKED_SINCE,
+    FAILED_KIND,
+    FAILED_REASON,
+    FAILED_AT,
+)

@@ -1,0 +1,177 @@
+"""The rollout status: phase, nodes per state, blocked and failed nodes with their reasons.
+
+The same words reach `upgrader status`, the status ConfigMap, Events and metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from upgrader.core.policy import OnNodeFailure, Policy
+from upgrader.core.runbooks import runbook_for
+from upgrader.core.schedule import Schedule, canary_domain, domain_of, domain_order
+from upgrader.core.states import (
+    BLOCKED_KIND,
+    BLOCKED_REASON,
+    BLOCKED_SINCE,
+    FAILED_AT,
+    FAILED_KIND,
+    FAILED_REASON,
+    IN_PROGRESS,
+    State,
+)
+from upgrader.core.timefmt import rfc3339
+from upgrader.core.views import Snapshot
+
+PHASES = ("Running", "Halted", "Paused", "Done")
+
+
+def blocked_nodes(snapshot: Snapshot, managed: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for name in managed:
+        node = snapshot.nodes[name]
+        kind = node.annotations.get(BLOCKED_KIND)
+        if kind and node.state is not None:
+            out.append(
+                {
+                    "node": name,
+                    "state": node.state.value,
+                    "kind": kind,
+                    "reason": node.annotations.get(BLOCKED_REASON, ""),
+                    "since": node.annotations.get(BLOCKED_SINCE, ""),
+                    "runbook": runbook_for(kind),
+                }
+            )
+    return out
+
+
+def failed_nodes(snapshot: Snapshot, managed: list[str], acknowledged: set[str]) -> list[dict[str, Any]]:
+    out = []
+    for name in managed:
+        node = snapshot.nodes[name]
+        if node.state is State.FAILED:
+            kind = node.annotations.get(FAILED_KIND, "failed")
+            out.append(
+                {
+                    "node": name,
+                    "kind": kind,
+                    "reason": node.annotations.get(FAILED_REASON, "(no reason recorded)"),
+                    "since": node.annotations.get(FAILED_AT, ""),
+                    "acknowledged": name in acknowledged,
+                    "runbook": runbook_for(kind),
+                }
+            )
+    return out
+
+
+def halt_reason(snapshot: Snapshot, policy: Policy, managed: list[str], acknowledged: set[str]) -> str | None:
+    """Why no new node may start, or None. Blocks halt; so do unacknowledged failures in the canary
+    domain, and anywhere under onNodeFailure: halt."""
+    blocked = blocked_nodes(snapshot, managed)
+    if blocked:
+        b = blocked[0]
+        more = f" (and {len(blocked) - 1} more blocked)" if len(blocked) > 1 else ""
+        return (
+            f"{b['node']} blocked in {b['state']} since {b['since']}: {b['reason']}{more}; see {b['runbook']}"
+        )
+    nodes = [snapshot.nodes[n] for n in managed]
+    canary = canary_domain(nodes, policy)
+    for failure in failed_nodes(snapshot, managed, acknowledged):
+        if failure["acknowledged"]:
+            continue
+        in_canary = domain_of(snapshot.nodes[failure["node"]], policy) == canary
+        if in_canary or policy.on_node_failure is OnNodeFailure.HALT:
+            where = (
+                "canary domain " + str(canary)
+                if in_canary
+                else "domain " + domain_of(snapshot.nodes[failure["node"]], policy)
+            )
+            return (
+                f"{failure['node']} failed in {where} at {failure['since']}: {failure['reason']}; "
+                f"see {failure['runbook']}"
+            )
+    return None
+
+
+def rollout_status(
+    snapshot: Snapshot,
+    policy: Policy,
+    managed: list[str],
+    skipped: list[str],
+    invalid: list[tuple[str, str]],
+    schedule: Schedule | None,
+    acknowledged: set[str],
+    now: float,
+    waiting: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    nodes = [snapshot.nodes[n] for n in managed]
+    by_state = {s.value: 0 for s in State}
+    for node in nodes:
+        if node.state is not None:
+            by_state[node.state.value] += 1
+    halt = halt_reason(snapshot, policy, managed, acknowledged)
+    failed = failed_nodes(snapshot, managed, acknowledged)
+    pending = by_state[State.UPGRADE_REQUIRED.value] + sum(by_state[s.value] for s in IN_PROGRESS)
+    unlabelled = sum(1 for n in nodes if n.state is None)
+    if snapshot.control.paused or not policy.auto_upgrade:
+        phase = "Paused"
+    elif halt:
+        phase = "Halted"
+    elif pending == 0 and unlabelled == 0 and not any(not f["acknowledged"] for f in failed):
+        phase = "Done"
+    else:
+        phase = "Running"
+    canary = canary_domain(nodes, policy)
+    domains = []
+    for name in domain_order(nodes, policy):
+        members = [n for n in nodes if domain_of(n, policy) == name]
+        domains.append(
+            {
+                "name": name,
+                "canary": name == canary,
+                "nodes": len(members),
+                "done": sum(1 for n in members if n.state is State.DONE),
+                "in_progress": sum(1 for n in members if n.state in IN_PROGRESS),
+                "failed": sum(1 for n in members if n.state is State.FAILED),
+            }
+        )
+    message = {
+        "Paused": "paused by an operator; `upgrader resume` continues"
+        if snapshot.control.paused
+        else "autoUpgrade is false in the policy",
+        "Halted": f"halted: {halt}",
+        "Done": f"done: {by_state[State.DONE.value]} of {len(nodes)} nodes upgraded",
+        "Running": schedule.waiting if schedule and schedule.waiting else "rolling",
+    }[phase]
+    return {
+        "phase": phase,
+        "message": message,
+        "halt_reason": halt,
+        "nodes_total": len(nodes),
+        "nodes_by_state": by_state,
+        "current_domain": schedule.current_domain if schedule else None,
+        "domains": domains,
+        "blocked": blocked_nodes(snapshot, managed),
+        "waiting": [w for w in waiting or [] if w["node"] in managed],
+        "failed": failed,
+        "skipped": skipped,
+        "invalid": [{"node": n, "reason": r} for n, r in invalid],
+        "budget": {
+            "in_progress": schedule.in_progress if schedule else by_state_in_progress(by_state),
+            "max_parallel_upgrades": policy.max_parallel_upgrades,
+            "unavailable": schedule.unavailable if schedule else None,
+            "max_unavailable": schedule.max_unavailable
+            if schedule
+            else policy.max_unavailable_nodes(len(nodes)),
+        },
+        "updated_at": rfc3339(now),
+    }
+
+
+def by_state_in_progress(by_state: dict[str, int]) -> int:
+    return sum(by_state[s.value] for s in IN_PROGRESS)
+
+
+def meaningful(status: dict[str, Any]) -> dict[str, Any]:
+    """The status without its timestamp, to decide whether it is worth writing again."""
+    return {k: v for k, v in status.items() if k != "updated_at"}

@@ -1,0 +1,292 @@
+"""What each in-progress state does in one pass: try once, say what blocks, never wait.
+
+A step returns the actions to attempt now, the actions that follow if all attempts succeed (the
+state transition), and, when it cannot go on, why (a block or a normal wait) with its timeout.
+Timeouts count from the time the node entered its state (`STATE_SINCE`), so they survive restarts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from upgrader.core.actions import Action, DeletePod, Evict, SetUnschedulable
+from upgrader.core.policy import Policy
+from upgrader.core.selectors import parse_label_selector
+from upgrader.core.states import DRIVER_POD_UID, GPU_BEFORE, WAS_UNSCHEDULABLE, State
+from upgrader.core.views import DriverSet, NodeView, PdbView, PodView, Snapshot
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """Something outside upgrader stops the node: a PDB, jobs, pods it may not delete."""
+
+    kind: str  # pdb | wait-for-jobs | pod-deletion | drain | gpu-pods
+    reason: str
+
+
+@dataclass
+class StepPlan:
+    node: str
+    kind: str = ""  # what a wait past its timeout counts as: pod-deletion, drain, ...
+    attempts: list[Action] = field(default_factory=list)  # all tried, in order
+    trigger: str | None = None  # fired when every attempt succeeded
+    blocked: Blocked | None = None  # known from the snapshot, before acting
+    waiting: str | None = None  # a normal wait (driver coming up, validation pending)
+    timeout: int = 0  # seconds this state may last; 0 = no limit
+    fail_on_timeout: bool = False  # restart/validation: a timeout fails the node
+    pdb_of: dict[str, PdbView] = field(default_factory=dict)  # evicted pod key -> its PDB
+
+
+@dataclass(frozen=True)
+class NodeContext:
+    node: NodeView
+    pods: list[PodView]  # everything on the node
+    driver_pods: list[PodView]
+    driver_set: DriverSet | None
+    pdbs: list[PdbView]
+    policy: Policy
+
+
+def context(snapshot: Snapshot, name: str, policy: Policy) -> NodeContext:
+    driver_pods = snapshot.driver_pods.get(name, [])
+    live = [p for p in driver_pods if not p.terminating] or driver_pods
+    ds = snapshot.driver_set_of(live[0]) if live else None
+    if ds is None:
+        ds = next((d for d in snapshot.driver_sets if d.selects(snapshot.nodes[name])), None)
+    return NodeContext(
+        snapshot.nodes[name], snapshot.node_pods.get(name, []), driver_pods, ds, snapshot.pdbs, policy
+    )
+
+
+def _pdb_for(pod: PodView, pdbs: list[PdbView]) -> PdbView | None:
+    return next((p for p in pdbs if p.covers(pod)), None)
+
+
+def _names(pods: list[PodView], limit: int = 5) -> str:
+    keys = [p.key for p in sorted(pods, key=lambda p: p.key)]
+    more = f" and {len(keys) - limit} more" if len(keys) > limit else ""
+    return ", ".join(keys[:limit]) + more
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+# ----- the states ---------------------------------------------------------------------------------
+
+
+def cordon(ctx: NodeContext) -> StepPlan:
+    plan = StepPlan(ctx.node.name, trigger="cordoned")
+    if not ctx.node.unschedulable:
+        plan.attempts.append(SetUnschedulable(ctx.node.name, True))
+    return plan
+
+
+def wait_for_jobs(ctx: NodeContext) -> StepPlan:
+    settings = ctx.policy.wait_for_completion
+    plan = StepPlan(
+        ctx.node.name, kind="wait-for-jobs", trigger="jobs_finished", timeout=settings.timeout_seconds
+    )
+    if not settings.pod_selector:
+        return plan
+    selector = parse_label_selector(settings.pod_selector)
+    running = [p for p in ctx.pods if not p.terminal and selector.matches(p.labels)]
+    if running:
+        limit = f"timeout {settings.timeout_seconds}s" if settings.timeout_seconds else "no timeout"
+        plan.trigger = None
+        plan.waiting = (
+            f"waiting for {_plural(len(running), 'job pod')} to finish: {_names(running)} "
+            f"(waitForCompletion.podSelector {settings.pod_selector}, {limit})"
+        )
+    return plan
+
+
+def _evictions(
+    ctx: NodeContext,
+    pods: list[PodView],
+    force: bool,
+    empty_dir: bool,
+    kind: str,
+    knob: str,
+    trigger: str,
+    timeout: int,
+) -> StepPlan:
+    """Evict `pods` unless one of them may not be touched under the policy; done when all are gone."""
+    plan = StepPlan(ctx.node.name, kind=kind, timeout=timeout)
+    if not pods:
+        plan.trigger = trigger
+        return plan
+    unmanaged = [p for p in pods if p.owner_kind is None and not force]
+    scratch = [p for p in pods if p.empty_dir and not empty_dir]
+    if unmanaged or scratch:
+        reasons = []
+        if unmanaged:
+            reasons.append(f"{_names(unmanaged)} not managed by a controller (set {knob}.force to delete)")
+        if scratch:
+            reasons.append(f"{_names(scratch)} use emptyDir (set {knob}.deleteEmptyDir to delete)")
+        plan.blocked = Blocked(kind, "cannot evict: " + "; ".join(reasons))
+        return plan
+    for pod in pods:
+        if not pod.terminating:
+            plan.attempts.append(Evict(ctx.node.name, pod.namespace, pod.name, pod.uid))
+            pdb = _pdb_for(pod, ctx.pdbs)
+            if pdb is not None:
+                plan.pdb_of[pod.key] = pdb
+    terminating = [p for p in pods if p.terminating]
+    if terminating:
+        plan.waiting = f"waiting for {_plural(len(terminating), 'pod')} to terminate: {_names(terminating)}"
+    return plan
+
+
+def gpu_pod_deletion(ctx: NodeContext) -> StepPlan:
+    settings = ctx.policy.gpu_pod_deletion
+    pods = [p for p in ctx.pods if p.gpus > 0 and not p.terminal and not p.mirror]
+    return _evictions(
+        ctx,
+        pods,
+        settings.force,
+        settings.delete_empty_dir,
+        "pod-deletion",
+        "gpuPodDeletion",
+        "gpu_pods_gone",
+        settings.timeout_seconds,
+    )
+
+
+def drain(ctx: NodeContext) -> StepPlan:
+    settings = ctx.policy.drain
+    selector = parse_label_selector(settings.pod_selector)
+    pods = [
+        p
+        for p in ctx.pods
+        if not p.terminal and not p.mirror and p.owner_kind != "DaemonSet" and selector.matches(p.labels)
+    ]
+    return _evictions(
+        ctx,
+        pods,
+        settings.force,
+        settings.delete_empty_dir,
+        "drain",
+        "drain",
+        "drained",
+        settings.timeout_seconds,
+    )
+
+
+def restart_driver(ctx: NodeContext) -> StepPlan:
+    plan = StepPlan(ctx.node.name, timeout=ctx.policy.pod_restart.timeout_seconds, fail_on_timeout=True)
+    target = ctx.driver_set.newest_hash if ctx.driver_set else None
+    old_uid = ctx.node.annotations.get(DRIVER_POD_UID)
+    live = [p for p in ctx.driver_pods if not p.terminating]
+    stale = [p for p in live if p.uid == old_uid or (target is not None and p.revision_hash != target)]
+    if stale:
+        clients = [p for p in ctx.pods if p.gpus > 0 and not p.terminal]
+        if clients:
+            plan.blocked = Blocked(
+                "gpu-pods",
+                (
+                    f"{_plural(len(clients), 'pod')} still hold GPUs: {_names(clients)}; "
+                    "the driver cannot unload under them"
+                ),
+            )
+            return plan
+        plan.attempts.extend(DeletePod(ctx.node.name, p.namespace, p.name, p.uid) for p in stale)
+        plan.waiting = f"restarting driver pod {_names(stale)}"
+        return plan
+    fresh = [p for p in live if target is None or p.revision_hash == target]
+    if fresh and all(p.ready for p in fresh):
+        plan.trigger = "driver_restarted"
+        return plan
+    if fresh:
+        pod = fresh[0]
+        detail = f": {pod.waiting_reason}" if pod.waiting_reason else ""
+        if pod.waiting_message:
+            detail += f": {pod.waiting_message}"
+        plan.waiting = f"driver pod {pod.key} not Ready{detail}"
+    elif any(p.terminating for p in ctx.driver_pods):
+        plan.waiting = "waiting for the old driver pod to terminate"
+    else:
+        plan.waiting = "waiting for the driver DaemonSet to create the new driver pod"
+    return plan
+
+
+def validate(ctx: NodeContext) -> StepPlan:
+    plan = StepPlan(ctx.node.name, timeout=ctx.policy.validation.timeout_seconds, fail_on_timeout=True)
+    problems = validation_problems(ctx)
+    if problems:
+        plan.waiting = "; ".join(problems)
+    else:
+        plan.trigger = "validated"
+    return plan
+
+
+def validation_problems(ctx: NodeContext) -> list[str]:
+    """Everything that says the new driver is not (yet) loaded and usable on the node."""
+    problems = []
+    target = ctx.driver_set.newest_hash if ctx.driver_set else None
+    live = [p for p in ctx.driver_pods if not p.terminating]
+    if not any(p.ready and (target is None or p.revision_hash == target) for p in live):
+        problems.append("driver pod not Ready at the new revision")
+    selector_text = ctx.policy.validation.pod_selector
+    if selector_text:
+        selector = parse_label_selector(selector_text)
+        validators = [p for p in ctx.pods if selector.matches(p.labels) and not p.terminating]
+        if not validators:
+            problems.append(f"no validator pod ({selector_text}) on the node")
+        not_ready = [p for p in validators if not p.ready]
+        if not_ready:
+            problems.append(f"validator pod {_names(not_ready)} not Ready")
+    before = ctx.node.annotations.get(GPU_BEFORE)
+    if before and before != "0" and ctx.node.gpu_allocatable != before:
+        problems.append(
+            f"nvidia.com/gpu allocatable {ctx.node.gpu_allocatable or 'missing'}, expected {before}"
+        )
+    version = ctx.driver_set.driver_version if ctx.driver_set else None
+    running = driver_version_label(ctx.node)
+    if version and running and running != version:
+        problems.append(f"node reports driver {running}, expected {version} (module not reloaded)")
+    return problems
+
+
+def driver_version_label(node: NodeView) -> str | None:
+    """The running driver version GPU Feature Discovery publishes, or None."""
+    parts = [node.labels.get(f"nvidia.com/cuda.driver.{p}") for p in ("major", "minor", "rev")]
+    return ".".join(p for p in parts if p) if all(parts) else None
+
+
+def entry_annotations(target: State, ctx: NodeContext) -> dict[str, str | None]:
+    """What a node records on entering `target`: the driver pod to replace on entering restart."""
+    if target is State.POD_RESTART_REQUIRED:
+        live = [p for p in ctx.driver_pods if not p.terminating]
+        return {DRIVER_POD_UID: live[0].uid if live else None}
+    return {}
+
+
+def uncordon(ctx: NodeContext) -> StepPlan:
+    plan = StepPlan(ctx.node.name, trigger="uncordoned")
+    cordoned_by_someone_else = ctx.node.annotations.get(WAS_UNSCHEDULABLE) == "true"
+    if ctx.node.unschedulable and not cordoned_by_someone_else:
+        plan.attempts.append(SetUnschedulable(ctx.node.name, False))
+    return plan
+
+
+STEPS: Mapping[State, Callable[[NodeContext], StepPlan]] = {
+    State.CORDON_REQUIRED: cordon,
+    State.WAIT_FOR_JOBS_REQUIRED: wait_for_jobs,
+    State.POD_DELETION_REQUIRED: gpu_pod_deletion,
+    State.DRAIN_REQUIRED: drain,
+    State.POD_RESTART_REQUIRED: restart_driver,
+    State.VALIDATION_REQUIRED: validate,
+    State.UNCORDON_REQUIRED: uncordon,
+}
+# States whose step needs the node's pods listed.
+NEEDS_PODS = frozenset(
+    {
+        State.WAIT_FOR_JOBS_REQUIRED,
+        State.POD_DELETION_REQUIRED,
+        State.DRAIN_REQUIRED,
+        State.POD_RESTART_REQUIRED,
+        State.VALIDATION_REQUIRED,
+    }
+)

@@ -1,0 +1,276 @@
+"""Plain views of cluster objects, built from the API's JSON: what every decision reads.
+
+Parsing is pure so the controller, `plan --from-file` and tests share it. Anything malformed is
+kept as a reason (`NodeView.invalid`), never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from upgrader.core.selectors import LabelSelector, SelectorError, from_label_selector_object
+from upgrader.core.states import STATE_LABEL, State
+
+Obj = Mapping[str, Any]
+GPU = "nvidia.com/gpu"
+HASH_LABEL = "controller-revision-hash"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+@dataclass(frozen=True)
+class PodView:
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    phase: str
+    ready: bool
+    terminating: bool
+    gpus: int
+    owner_kind: str | None
+    owner_name: str | None
+    empty_dir: bool
+    mirror: bool
+    waiting_reason: str | None = None
+    waiting_message: str | None = None
+    images: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def revision_hash(self) -> str | None:
+        return self.labels.get(HASH_LABEL)
+
+
+@dataclass(frozen=True)
+class NodeView:
+    name: str
+    resource_version: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    unschedulable: bool
+    ready: bool
+    gpu_allocatable: str | None
+    gpu_capacity: str | None
+    kernel: str
+    os_image: str
+    state: State | None
+    invalid: str | None = None  # why the node's upgrade label cannot be read
+
+    def with_changes(self, state: State | None, annotations: Mapping[str, str | None]) -> NodeView:
+        merged = dict(self.annotations)
+        for key, value in annotations.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        labels = dict(self.labels)
+        if state is not None:
+            labels[STATE_LABEL] = state.value
+        return replace(
+            self, state=state if state is not None else self.state, labels=labels, annotations=merged
+        )
+
+
+@dataclass(frozen=True)
+class PdbView:
+    namespace: str
+    name: str
+    selector: LabelSelector
+    disruptions_allowed: int
+    current_healthy: int
+    desired_healthy: int
+    expected_pods: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def covers(self, pod: PodView) -> bool:
+        return pod.namespace == self.namespace and self.selector.matches(pod.labels)
+
+
+@dataclass(frozen=True)
+class DriverSet:
+    """A driver DaemonSet and its newest ControllerRevision."""
+
+    namespace: str
+    name: str
+    node_selector: Mapping[str, str]
+    newest_hash: str | None
+    newest_revision: int
+    driver_version: str | None
+    image: str | None
+
+    def selects(self, node: NodeView) -> bool:
+        return all(node.labels.get(k) == v for k, v in self.node_selector.items())
+
+
+@dataclass(frozen=True)
+class Control:
+    """What operators set on the status object: pause, and resume acknowledging past failures."""
+
+    paused: bool = False
+    resumed_at: float | None = None
+    previous: Mapping[str, Any] = field(default_factory=dict)  # last status written
+
+
+@dataclass
+class Snapshot:
+    nodes: dict[str, NodeView]
+    driver_pods: dict[str, list[PodView]]  # node -> driver pods on it
+    node_pods: dict[str, list[PodView]]  # node -> all its pods, for the nodes being worked on
+    pdbs: list[PdbView]
+    driver_sets: list[DriverSet]
+    control: Control = field(default_factory=Control)
+
+    def driver_set_of(self, pod: PodView) -> DriverSet | None:
+        return next(
+            (d for d in self.driver_sets if d.namespace == pod.namespace and d.name == pod.owner_name), None
+        )
+
+
+# ----- JSON -> views ---------------------------------------------------------------------------
+
+
+def _meta(obj: Obj) -> Obj:
+    return obj.get("metadata") or {}
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (value or {}).items()} if isinstance(value, Mapping) else {}
+
+
+def _gpu_count(amount: Any) -> int:
+    try:
+        return int(str(amount))
+    except ValueError:
+        return 1  # a GPU resource we cannot count still makes it a GPU pod
+
+
+def pod_view(obj: Obj) -> PodView:
+    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+    gpus = 0
+    images = []
+    for container in spec.get("containers") or []:
+        images.append(str(container.get("image", "")))
+        resources = container.get("resources") or {}
+        amounts = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+        gpus += sum(_gpu_count(v) for k, v in amounts.items() if str(k).startswith(GPU))
+    owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    waiting = next(
+        (
+            cs["state"]["waiting"]
+            for cs in status.get("containerStatuses") or []
+            if "waiting" in (cs.get("state") or {})
+        ),
+        None,
+    )
+    annotations = _str_map(meta.get("annotations"))
+    return PodView(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        node=str(spec.get("nodeName") or ""),
+        labels=_str_map(meta.get("labels")),
+        annotations=annotations,
+        phase=str(status.get("phase", "")),
+        ready=ready,
+        terminating=bool(meta.get("deletionTimestamp")),
+        gpus=gpus,
+        owner_kind=owner.get("kind") if owner else None,
+        owner_name=owner.get("name") if owner else None,
+        empty_dir=any("emptyDir" in v for v in spec.get("volumes") or []),
+        mirror=MIRROR_ANNOTATION in annotations,
+        waiting_reason=(waiting or {}).get("reason"),
+        waiting_message=(waiting or {}).get("message"),
+        images=tuple(images),
+    )
+
+
+def node_view(obj: Obj) -> NodeView:
+    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+    labels = _str_map(meta.get("labels"))
+    invalid = None
+    try:
+        state = State.parse(labels.get(STATE_LABEL))
+    except ValueError as exc:
+        state, invalid = None, f"label {STATE_LABEL}: {exc}"
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    info = status.get("nodeInfo") or {}
+    alloc, cap = status.get("allocatable") or {}, status.get("capacity") or {}
+    return NodeView(
+        name=str(meta.get("name", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        labels=labels,
+        annotations=_str_map(meta.get("annotations")),
+        unschedulable=bool(spec.get("unschedulable")),
+        ready=ready,
+        gpu_allocatable=None if alloc.get(GPU) is None else str(alloc.get(GPU)),
+        gpu_capacity=None if cap.get(GPU) is None else str(cap.get(GPU)),
+        kernel=str(info.get("kernelVersion", "")),
+        os_image=str(info.get("osImage", "")),
+        state=state,
+        invalid=invalid,
+    )
+
+
+def pdb_view(obj: Obj) -> PdbView | None:
+    """None for a budget whose selector cannot be read (it then protects nothing we can see)."""
+    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+    try:
+        selector = from_label_selector_object(spec.get("selector"))
+    except SelectorError:
+        return None
+    return PdbView(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        selector=selector,
+        disruptions_allowed=int(status.get("disruptionsAllowed", 0)),
+        current_healthy=int(status.get("currentHealthy", 0)),
+        desired_healthy=int(status.get("desiredHealthy", 0)),
+        expected_pods=int(status.get("expectedPods", 0)),
+    )
+
+
+def driver_set(ds: Obj, revisions: list[Obj]) -> DriverSet:
+    """A driver DaemonSet with the newest of the ControllerRevisions it owns."""
+    meta = _meta(ds)
+    uid = meta.get("uid")
+    owned = [r for r in revisions if any(o.get("uid") == uid for o in _meta(r).get("ownerReferences") or [])]
+    newest = max(owned, key=lambda r: int(r.get("revision", 0)), default=None)
+    template = (ds.get("spec") or {}).get("template") or {}
+    containers = (template.get("spec") or {}).get("containers") or []
+    version = next(
+        (
+            str(e.get("value"))
+            for c in containers
+            for e in c.get("env") or []
+            if e.get("name") == "DRIVER_VERSION"
+        ),
+        None,
+    )
+    return DriverSet(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        node_selector=_str_map((template.get("spec") or {}).get("nodeSelector")),
+        newest_hash=_str_map(_meta(newest).get("labels")).get(HASH_LABEL) if newest else None,
+        newest_revision=int(newest.get("revision", 0)) if newest else 0,
+        driver_version=version,
+        image=str(containers[0].get("image")) if containers else None,
+    )

@@ -1,0 +1,196 @@
+"""Act: apply decided actions to the cluster, one guarded write each, and report what came of it.
+
+Label writes are compare-and-swap: a JSON patch `test`s the state label's current value before
+replacing it, so a concurrent relabel (an operator's retry, a second replica) makes the write fail
+instead of being overwritten. Annotation ops are built against the latest copy of the node we
+hold, which each successful write refreshes.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable
+from typing import Any
+
+from upgrader.config import Settings
+from upgrader.core.actions import (
+    Action,
+    Annotate,
+    DeletePod,
+    Event,
+    Evict,
+    Outcome,
+    Result,
+    SetUnschedulable,
+    Transition,
+    WriteStatus,
+)
+from upgrader.core.states import STATE_LABEL
+from upgrader.core.timefmt import rfc3339, rfc3339_micro
+from upgrader.kube.api import JSON_PATCH, MERGE, ApiError, KubeApi
+from upgrader.kube.snapshot import status_path
+
+Obj = dict[str, Any]
+EVENT_REASON = "GPUDriverUpgrade"
+COMPONENT = "gpu-driver-upgrader"
+
+
+def _pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+class Applier:
+    def __init__(self, api: KubeApi, settings: Settings, nodes: dict[str, Obj], now: float) -> None:
+        self.api = api
+        self.settings = settings
+        self.nodes = nodes  # latest node objects we hold
+        self.now = now
+
+    def apply(self, actions: Iterable[Action]) -> list[Outcome]:
+        return [self.apply_one(a) for a in actions]
+
+    def apply_one(self, action: Action) -> Outcome:
+        try:
+            result = self._dispatch(action)
+            return Outcome(action, result)
+        except ApiError as exc:
+            return Outcome(action, self._classify(action, exc), exc.message)
+
+    @staticmethod
+    def _classify(action: Action, exc: ApiError) -> Result:
+        if isinstance(action, Evict) and exc.pdb_refusal:
+            return Result.BLOCKED
+        if exc.status == 404 and isinstance(action, Evict | DeletePod):
+            return Result.GONE
+        if exc.status == 409 and isinstance(action, Evict | DeletePod):
+            return Result.GONE  # the uid precondition failed: that pod is already replaced
+        if exc.status in (409, 422):
+            return Result.CONFLICT
+        return Result.ERROR
+
+    def _dispatch(self, action: Action) -> Result:
+        if isinstance(action, Transition):
+            self._transition(action)
+        elif isinstance(action, Annotate):
+            self._patch_node(action.node, self._annotation_ops(action.node, action.annotations), JSON_PATCH)
+        elif isinstance(action, SetUnschedulable):
+            self._patch_node(action.node, {"spec": {"unschedulable": action.unschedulable or None}}, MERGE)
+        elif isinstance(action, Evict):
+            self.api.evict(action.namespace, action.name, action.uid)
+        elif isinstance(action, DeletePod):
+            self.api.delete(
+                f"/api/v1/namespaces/{action.namespace}/pods/{action.name}",
+                {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": action.uid}},
+            )
+        elif isinstance(action, Event):
+            self._event(action)
+        elif isinstance(action, WriteStatus):
+            self._status(action)
+        return Result.OK
+
+    # ----- nodes ------------------------------------------------------------------------------------
+
+    def _patch_node(self, name: str, patch: Any, content_type: str) -> None:
+        if content_type == JSON_PATCH and not patch:
+            return
+        self.nodes[name] = self.api.patch(f"/api/v1/nodes/{name}", patch, content_type)
+
+    def _annotation_ops(self, name: str, annotations: dict[str, str | None] | Any) -> list[Obj]:
+        current = (self.nodes.get(name, {}).get("metadata") or {}).get("annotations")
+        ops: list[Obj] = []
+        if current is None:
+            wanted = {k: v for k, v in annotations.items() if v is not None}
+            if wanted:
+                ops.append({"op": "add", "path": "/metadata/annotations", "value": wanted})
+            return ops
+        for key, value in annotations.items():
+            path = f"/metadata/annotations/{_pointer(key)}"
+            if value is None:
+                if key in current:
+                    ops.append({"op": "remove", "path": path})
+            elif current.get(key) != value:
+                ops.append({"op": "add", "path": path, "value": value})
+        return ops
+
+    def _transition(self, action: Transition) -> None:
+        label = f"/metadata/labels/{_pointer(STATE_LABEL)}"
+        node = self.nodes.get(action.node, {})
+        labels = (node.get("metadata") or {}).get("labels")
+        if action.source is None:
+            # Adoption of an unlabelled node: guarded by the resourceVersion we read it at.
+            patch = {
+                "metadata": {
+                    "resourceVersion": node.get("metadata", {}).get("resourceVersion"),
+                    "labels": {STATE_LABEL: action.target.value},
+                    "annotations": dict(action.annotations),
+                }
+            }
+            self._patch_node(action.node, patch, MERGE)
+            return
+        ops: list[Obj] = [{"op": "test", "path": label, "value": action.source.value}]
+        ops.append({"op": "replace" if labels else "add", "path": label, "value": action.target.value})
+        ops.extend(self._annotation_ops(action.node, action.annotations))
+        self._patch_node(action.node, ops, JSON_PATCH)
+
+    # ----- events and status ------------------------------------------------------------------------
+
+    def _event(self, action: Event) -> None:
+        node_uid = (self.nodes.get(action.node, {}).get("metadata") or {}).get("uid", "")
+        stamp = rfc3339(self.now)
+        ns = self.settings.event_namespace
+        self.api.create(
+            f"/api/v1/namespaces/{ns}/events",
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{action.node}.{secrets.token_hex(8)}", "namespace": ns},
+                "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": action.node, "uid": node_uid},
+                "reason": EVENT_REASON,
+                "message": action.message[:1024],
+                "type": action.type,
+                "source": {"component": COMPONENT},
+                "reportingComponent": COMPONENT,
+                "reportingInstance": self.settings.identity,
+                "firstTimestamp": stamp,
+                "lastTimestamp": stamp,
+                "eventTime": rfc3339_micro(self.now),
+                "action": "Upgrade",
+                "count": 1,
+            },
+        )
+
+    def _status(self, action: WriteStatus) -> None:
+        write_status(self.api, self.settings, action.status)
+
+
+def write_status(api: KubeApi, settings: Settings, status: Any) -> None:
+    """Merge the status into the ConfigMap (creating it), leaving the operators' keys alone."""
+    data = {
+        "phase": str(status.get("phase", "")),
+        "message": str(status.get("message", "")),
+        "status.json": json.dumps(status, sort_keys=True),
+    }
+    patch_configmap(api, settings, data)
+
+
+def patch_configmap(api: KubeApi, settings: Settings, data: dict[str, str]) -> None:
+    path = status_path(settings)
+    try:
+        api.patch(path, {"data": data})
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        api.create(
+            f"/api/v1/namespaces/{settings.namespace}/configmaps",
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": settings.status_configmap,
+                    "namespace": settings.namespace,
+                    "labels": {"app.kubernetes.io/name": "upgrader"},
+                },
+                "data": data,
+            },
+        )
