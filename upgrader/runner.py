@@ -10,6 +10,7 @@ from types import FrameType
 
 from kubernetes import client as k8s
 
+from upgrader import __version__
 from upgrader.config import Settings
 from upgrader.controller import Controller
 from upgrader.core.policy import Policy
@@ -23,6 +24,7 @@ log = logging.getLogger("upgrader")
 def build_controller(
     api_client: k8s.ApiClient, policy: Policy, settings: Settings, leader_election: bool = True
 ) -> Controller:
+    api_client.user_agent = f"upgrader/{__version__} ({settings.identity})"
     api = KubeApi(api_client)
     elector = None
     if leader_election:

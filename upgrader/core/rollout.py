@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 
 from upgrader.core.actions import Action, Annotate, Event, Outcome, Result, Transition
 from upgrader.core.machine import fire
-from upgrader.core.policy import OnBlockedTimeout, Policy
+from upgrader.core.policy import OnBlockedTimeout, OnNodeFailure, Policy
 from upgrader.core.runbooks import runbook_for
-from upgrader.core.schedule import Schedule, plan_starts
+from upgrader.core.schedule import Schedule, canary_domain, domain_of, plan_starts
 from upgrader.core.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
@@ -265,7 +265,9 @@ def start_nodes(
 ) -> tuple[Schedule, list[Action]]:
     """Pick nodes to leave upgrade-required, recording what they were like before we touched them."""
     nodes = fleet(snapshot).managed
-    schedule = plan_starts(nodes, policy, now, may_start and policy.auto_upgrade, acknowledged)
+    schedule = plan_starts(
+        nodes, policy, now, may_start and policy.auto_upgrade, settled_failures(nodes, policy, acknowledged)
+    )
     actions: list[Action] = []
     stamp = rfc3339(now)
     for name in schedule.starts:
@@ -294,6 +296,17 @@ def start_nodes(
             )
         )
     return schedule, actions
+
+
+def settled_failures(nodes: list[NodeView], policy: Policy, acknowledged: set[str]) -> set[str]:
+    """Failed nodes the rollout may leave behind: acknowledged ones, and under onNodeFailure:
+    continue every one outside the canary domain."""
+    if policy.on_node_failure is not OnNodeFailure.CONTINUE:
+        return set(acknowledged)
+    canary = canary_domain(nodes, policy)
+    return set(acknowledged) | {
+        n.name for n in nodes if n.state is State.FAILED and domain_of(n, policy) != canary
+    }
 
 
 def project(snapshot: Snapshot, applied: Iterable[Action]) -> Snapshot:

@@ -117,8 +117,8 @@ def rollout_status(
         phase = "Paused"
     elif halt:
         phase = "Halted"
-    elif pending == 0 and unlabelled == 0 and not any(not f["acknowledged"] for f in failed):
-        phase = "Done"
+    elif pending == 0 and unlabelled == 0:
+        phase = "Done"  # failures that should stop the rollout halt it above
     else:
         phase = "Running"
     canary = canary_domain(nodes, policy)
@@ -140,7 +140,8 @@ def rollout_status(
         if snapshot.control.paused
         else "autoUpgrade is false in the policy",
         "Halted": f"halted: {halt}",
-        "Done": f"done: {by_state[State.DONE.value]} of {len(nodes)} nodes upgraded",
+        "Done": f"done: {by_state[State.DONE.value]} of {len(nodes)} nodes upgraded"
+        + (f", {len(failed)} failed" if failed else ""),
         "Running": schedule.waiting if schedule and schedule.waiting else "rolling",
     }[phase]
     return {

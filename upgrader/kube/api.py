@@ -134,7 +134,7 @@ class KubeApi:
         url = self.client.configuration.host + path
         if query:
             url += "?" + urlencode({k: v for k, v in query.items() if v is not None})
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        headers = {**self.client.default_headers, "Accept": "application/json", "Content-Type": content_type}
         self.client.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
         try:
             response = self.client.call_api(
@@ -229,7 +229,7 @@ class KubeApi:
             + "?"
             + urlencode({k: v for k, v in query.items() if v is not None})
         )
-        headers = {"Accept": "application/json"}
+        headers = {**self.client.default_headers, "Accept": "application/json"}
         self.client.update_params_for_auth(headers, [], ["BearerToken"], path, "GET", None)
         response = self.client.call_api(
             "GET", url, header_params=headers, _request_timeout=(10, timeout_seconds + 10)

@@ -247,12 +247,13 @@ def _pod(
 
 
 class _Builder:
-    def __init__(self, cluster: EmulatedCluster, name: str, count: int) -> None:
+    def __init__(self, cluster: EmulatedCluster, name: str, count: int, job_seconds: float = 10.0) -> None:
         if count < len(ZONES):
             raise ValueError(f"--nodes must be at least {len(ZONES)} (one per zone), got {count}")
         self.c = cluster
         self.info = ScenarioInfo(name, [], {z: [] for z in ZONES}, [])
         self.count = count
+        self.job_seconds = job_seconds
         self.kernels: dict[str, str] = {}
 
     def fleet(self, odd_kernel_node: int | None = None) -> None:
@@ -354,7 +355,7 @@ class _Builder:
         for node in self.info.nodes:
             self.c.daemonsets.create_pod(exporter, node, ready_now=True)
         for zone, nodes in self.info.domains.items():
-            self.job(f"nightly-eval-{zone[-1]}", nodes[-1], "10")
+            self.job(f"nightly-eval-{zone[-1]}", nodes[-1], f"{self.job_seconds:g}")
 
     def job(self, name: str, node: str, seconds: str) -> None:
         self.c.create(
@@ -462,11 +463,12 @@ SCENARIOS: dict[str, Callable[[_Builder], None]] = {
 }
 
 
-def build(cluster: EmulatedCluster, name: str = "healthy", nodes: int = DEFAULT_NODES) -> ScenarioInfo:
+def build(cluster: EmulatedCluster, name: str = "healthy", nodes: int = DEFAULT_NODES,
+          job_seconds: float = 10.0) -> ScenarioInfo:
     """Populate `cluster` with a scenario; raises ValueError for an unknown name or too few nodes."""
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; choose one of {', '.join(SCENARIOS)}")
-    builder = _Builder(cluster, name, nodes)
+    builder = _Builder(cluster, name, nodes, job_seconds)
     SCENARIOS[name](builder)
     cluster.store.run_due()
     return builder.info

@@ -1,0 +1,96 @@
+"""Timeouts, measured on a virtual clock: the controller in-process, the emulator without HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from upgrader.config import Settings
+from upgrader.controller import Controller
+from upgrader.core.policy import policy_from_mapping
+from upgrader.core.states import BLOCKED_SINCE, FAILED_AT, FAILED_REASON, STATE_LABEL, State
+from upgrader.core.timefmt import parse_rfc3339, rfc3339
+from upgrader.kube.api import KubeApi
+from upgrader.sim.cluster import EmulatedCluster
+from upgrader.sim.invariants import RolloutRecorder
+from upgrader.sim.scenarios import build
+
+
+def virtual(scenario: str, policy: dict[str, Any]) -> tuple[EmulatedCluster, Controller, RolloutRecorder, Any]:
+    cluster = EmulatedCluster.virtual()
+    info = build(cluster, scenario)
+    recorder = RolloutRecorder(cluster)
+    api = KubeApi(cluster.client(), sleep=lambda _: None)
+    controller = Controller(api, policy_from_mapping(policy), Settings(identity="virtual"), cluster.store.clock.now)
+    return cluster, controller, recorder, info
+
+
+def run(cluster: EmulatedCluster, controller: Controller, seconds: float, step: float = 1.0) -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    for _ in range(int(seconds / step)):
+        status = controller.reconcile().status
+        cluster.advance(step)
+    return status
+
+
+def entered(recorder: RolloutRecorder, node: str, state: State) -> float:
+    return next(r.time for r in recorder.records if r.node == node and r.state == state.value)
+
+
+def test_wait_for_jobs_times_out_exactly_on_its_timeout() -> None:
+    cluster, ctl, rec, info = virtual("stuck-job", {"waitForCompletion": {"podSelector": "app=batch-eval",
+                                                                          "timeoutSeconds": 120}})
+    node = info.stuck_job_node
+    status = run(cluster, ctl, 100)
+    assert status["phase"] == "Running"
+    assert any(w["node"] == node and "stuck-eval" in w["reason"] for w in status["waiting"])
+    start = entered(rec, node, State.WAIT_FOR_JOBS_REQUIRED)
+    status = run(cluster, ctl, 40)
+    assert status["phase"] == "Halted"
+    annotations = cluster.get("nodes", node)["metadata"]["annotations"]
+    assert annotations[BLOCKED_SINCE] == rfc3339(start), "since when: the wait's start, not the timeout"
+    halted_at = next(r.time for r in rec.records if r.node == node and r.blocked)
+    assert 120 <= halted_at - start < 121
+
+
+def test_driver_restart_timeout_fails_the_node_on_time() -> None:
+    cluster, ctl, rec, info = virtual("missing-image", {"podRestart": {"timeoutSeconds": 600}})
+    node = info.missing_image_node
+    run(cluster, ctl, 590)
+    assert cluster.get("nodes", node)["metadata"]["labels"][STATE_LABEL] == State.POD_RESTART_REQUIRED.value
+    status = run(cluster, ctl, 30)
+    meta = cluster.get("nodes", node)["metadata"]
+    assert meta["labels"][STATE_LABEL] == State.FAILED.value
+    failed_after = parse_rfc3339(meta["annotations"][FAILED_AT]) - entered(rec, node, State.POD_RESTART_REQUIRED)
+    assert 600 <= failed_after < 602
+    assert "ImagePullBackOff" in meta["annotations"][FAILED_REASON]
+    assert status["phase"] == "Halted"
+
+
+def test_pdb_block_past_timeout_fails_the_node_when_the_policy_says_so() -> None:
+    policy = {"gpuPodDeletion": {"timeoutSeconds": 300}, "onBlockedTimeout": "fail"}
+    cluster, ctl, rec, info = virtual("pdb-blocked", policy)
+    node = info.blocked_node
+    status = run(cluster, ctl, 200)
+    assert status["phase"] == "Halted" and status["blocked"][0]["node"] == node
+    status = run(cluster, ctl, 120)
+    meta = cluster.get("nodes", node)["metadata"]
+    assert meta["labels"][STATE_LABEL] == State.FAILED.value
+    assert "blocked past the 300s timeout" in meta["annotations"][FAILED_REASON]
+    assert "ml-training/critical-finetune" in meta["annotations"][FAILED_REASON]
+    waited = parse_rfc3339(meta["annotations"][FAILED_AT]) - entered(rec, node, State.POD_DELETION_REQUIRED)
+    assert 300 <= waited < 302
+    assert cluster.get("pods", "critical-finetune-0", "ml-training") is not None, "the PDB was never bypassed"
+
+
+def test_validation_timeout_lists_what_failed() -> None:
+    cluster, ctl, rec, info = virtual("validation-failure", {"validation": {"timeoutSeconds": 60}})
+    node = info.broken_validation_node
+    run(cluster, ctl, 120)
+    meta = cluster.get("nodes", node)["metadata"]
+    assert meta["labels"][STATE_LABEL] == State.FAILED.value
+    reason = meta["annotations"][FAILED_REASON]
+    assert reason.startswith("not done within the 60s timeout: ")
+    assert "validator pod gpu-operator/nvidia-operator-validator-" in reason
+    assert "nvidia.com/gpu allocatable 0, expected 8" in reason
+    waited = parse_rfc3339(meta["annotations"][FAILED_AT]) - entered(rec, node, State.VALIDATION_REQUIRED)
+    assert 60 <= waited < 62

@@ -1,0 +1,165 @@
+"""Rollout invariants, checked against what the emulator saw happen.
+
+A `RolloutRecorder` hooks the store and keeps every node change (state label, unschedulable,
+blocked/failed annotations) in commit order; `check` replays it against the policy's promises and
+the request log. Used by the end-to-end tests, the campaigns and the benchmarks alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from upgrader.core.policy import Policy
+from upgrader.core.states import BLOCKED_KIND, IN_PROGRESS, State
+from upgrader.sim.cluster import EmulatedCluster
+from upgrader.sim.watch import Change
+
+LABEL = "nvidia.com/gpu-driver-upgrade-state"
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    rv: int
+    time: float
+    node: str
+    state: str | None
+    unschedulable: bool
+    blocked: bool
+    annotations: dict[str, str]
+
+
+class RolloutRecorder:
+    def __init__(self, cluster: EmulatedCluster) -> None:
+        self.cluster = cluster
+        self.records: list[NodeRecord] = []
+        self.initially_cordoned: set[str] = set()
+        nodes = cluster.type("nodes")
+        for node in cluster.store.objects(nodes):
+            self._record(node, cluster.store.resource_version)
+            if (node.get("spec") or {}).get("unschedulable"):
+                self.initially_cordoned.add(node["metadata"]["name"])
+        cluster.store.reactors.append(self._react)
+
+    def _react(self, change: Change) -> None:
+        if change.key == ("", "nodes") and change.type != "DELETED":
+            self._record(change.new, change.rv)
+
+    def _record(self, node: dict[str, Any], rv: int) -> None:
+        meta = node["metadata"]
+        annotations = dict(meta.get("annotations") or {})
+        self.records.append(NodeRecord(
+            rv=rv, time=self.cluster.store.clock.now(), node=meta["name"],
+            state=(meta.get("labels") or {}).get(LABEL),
+            unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+            blocked=bool(annotations.get(BLOCKED_KIND)), annotations=annotations,
+        ))
+
+    # ----- derived facts ------------------------------------------------------------------------
+
+    def starts(self) -> list[NodeRecord]:
+        """Records where a node left upgrade-required for cordon-required."""
+        last: dict[str, str | None] = {}
+        out = []
+        for r in self.records:
+            if last.get(r.node) == State.UPGRADE_REQUIRED.value and r.state == State.CORDON_REQUIRED.value:
+                out.append(r)
+            last[r.node] = r.state
+        return out
+
+    def first_halt(self) -> NodeRecord | None:
+        """The first record where a node was blocked or failed."""
+        return next((r for r in self.records if r.blocked or r.state == State.FAILED.value), None)
+
+    def final_states(self) -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        for r in self.records:
+            out[r.node] = r.state
+        return out
+
+    # ----- the invariants -----------------------------------------------------------------------
+
+    def check(self, policy: Policy, domain_of: dict[str, str], canary: str | None,
+              domain_order: list[str] | None = None, failures_acknowledged: bool = False) -> list[str]:
+        """Every broken promise, as one line each; empty when the rollout kept them all.
+
+        `failures_acknowledged`: an operator ran `upgrader resume` over a failed node, so starts
+        after that failure are allowed.
+        """
+        violations: list[str] = []
+        managed = set(domain_of)
+        total = len(managed)
+        max_unavailable = policy.max_unavailable_nodes(total)
+        state: dict[str, str | None] = {}
+        cordoned: dict[str, bool] = {}
+        for r in self.records:
+            if r.node not in managed:
+                continue
+            state[r.node], cordoned[r.node] = r.state, r.unschedulable
+            in_progress = sum(1 for s in state.values() if s in {x.value for x in IN_PROGRESS})
+            if policy.max_parallel_upgrades and in_progress > policy.max_parallel_upgrades:
+                violations.append(f"rv {r.rv}: {in_progress} nodes in progress > maxParallelUpgrades "
+                                  f"{policy.max_parallel_upgrades}")
+            ours = sum(1 for n in state if n not in self.initially_cordoned and (
+                cordoned.get(n) or state[n] in {x.value for x in IN_PROGRESS} or state[n] == State.FAILED.value))
+            if ours > max_unavailable:
+                violations.append(f"rv {r.rv}: {ours} nodes unavailable because of us > maxUnavailable "
+                                  f"{max_unavailable}")
+            if r.node in self.initially_cordoned and not r.unschedulable:
+                violations.append(f"rv {r.rv}: {r.node} was cordoned by someone else and got uncordoned")
+        violations += self._domain_order(domain_of, canary, domain_order)
+        halt = self.first_halt()
+        if halt is not None:
+            late = [s for s in self.starts() if s.rv > halt.rv]
+            # A node blocked only transiently (its block cleared) does not halt for good; only
+            # starts while some node is still blocked or failed break the promise.
+            for start in late:
+                if self._halted_at(start.rv, ignore_failed=failures_acknowledged):
+                    violations.append(f"rv {start.rv}: {start.node} started while the rollout was halted")
+        for node, final in self.final_states().items():
+            if node in managed and final == State.DONE.value and cordoned.get(node) \
+                    and node not in self.initially_cordoned:
+                violations.append(f"{node} finished upgrade-done but was left cordoned")
+        violations += self._pdb_bypass()
+        return violations
+
+    def _halted_at(self, rv: int, ignore_failed: bool = False) -> bool:
+        current: dict[str, NodeRecord] = {}
+        for r in self.records:
+            if r.rv >= rv:
+                break
+            current[r.node] = r
+        return any(r.blocked or (r.state == State.FAILED.value and not ignore_failed) for r in current.values())
+
+    def _domain_order(self, domain_of: dict[str, str], canary: str | None,
+                      order: list[str] | None) -> list[str]:
+        """Every domain starts only after the previous one (canary first) is entirely done."""
+        sequence = order or ([canary] if canary else [])
+        violations = []
+        done_rv: dict[str, int] = {}
+        for r in self.records:
+            if r.state == State.DONE.value and r.node in domain_of:
+                done_rv[r.node] = r.rv
+        for i, domain in enumerate(sequence[:-1]):
+            members = [n for n, d in domain_of.items() if d == domain]
+            if not members or not all(n in done_rv for n in members):
+                continue
+            finished = max(done_rv[n] for n in members)
+            later = set(sequence[i + 1:]) if order else {d for d in domain_of.values() if d != domain}
+            early = [s for s in self.starts() if domain_of.get(s.node) in later and s.rv < finished]
+            violations += [f"rv {s.rv}: {s.node} (domain {domain_of[s.node]}) started before domain {domain} "
+                           f"finished (rv {finished})" for s in early]
+        return violations
+
+    def _pdb_bypass(self) -> list[str]:
+        """No pod whose eviction a PDB refused was then deleted by a plain DELETE."""
+        refused: set[str] = set()
+        violations = []
+        for req in self.cluster.requests:
+            key = f"{req.namespace}/{req.name}"
+            if req.subresource == "eviction" and req.status == 429:
+                refused.add(key)
+            elif req.verb == "delete" and req.resource == "pods" and key in refused:
+                violations.append(f"request {req.seq}: pod {key} deleted after a PDB refused its eviction")
+        return violations
+
