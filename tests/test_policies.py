@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 
 import pytest
 
 from upgrader.config import load_policy
 from upgrader.core.policy import OnBlockedTimeout, OnNodeFailure, Policy
+from upgrader.core.profiles import load_profiles_text, qualification
 
-POLICIES = sorted((Path(__file__).resolve().parent.parent / "policies").glob("*.yaml"))
+POLICY_DIR = Path(__file__).resolve().parent.parent / "policies"
+# profiles*.yaml are compatibility profiles, not upgrade policies: test_profiles_example loads them.
+POLICIES = sorted(p for p in POLICY_DIR.glob("*.yaml") if not p.name.startswith("profiles"))
 
 
 def test_there_are_examples() -> None:
@@ -39,3 +43,25 @@ def test_canary_and_fail_fast_examples() -> None:
     assert fast.on_blocked_timeout is OnBlockedTimeout.FAIL and fast.on_node_failure is OnNodeFailure.CONTINUE
     drain = load_policy(str(POLICIES[0].parent / "drain-enabled.yaml"))
     assert drain.drain.enable and drain.drain.pod_selector == "gpu-upgrader.io/drain-with-driver=true"
+
+
+def test_profiles_example() -> None:
+    """The example profiles load, match the emulator's fleet, and one of them has expired."""
+    path = POLICY_DIR / "profiles.example.yaml"
+    profiles = load_profiles_text(path.read_text(encoding="utf-8"), str(path))
+    assert len(profiles) == 3
+    assert {p.driver for p in profiles} == {"550.90.07"} and {p.os for p in profiles} == {"ubuntu22.04"}
+    today = date(2026, 11, 29)
+    assert [p.name for p in profiles if today >= p.expires] == ["h100-550-k105"]
+    p5 = {"node.kubernetes.io/instance-type": "p5.48xlarge"}
+    h100, kernel = "NVIDIA-H100-80GB-HBM3", "5.15.0-113-generic"
+    assert qualification(profiles, p5, h100, "550.90.07", kernel, "ubuntu22.04", today)[0] is profiles[0]
+    p4d = {"node.kubernetes.io/instance-type": "p4d.24xlarge"}
+    a100 = "NVIDIA-A100-SXM4-80GB"
+    assert qualification(profiles, p4d, a100, "550.90.07", kernel, "ubuntu22.04", today)[0] is profiles[1]
+    assert qualification(profiles, p4d, h100, "550.90.07", kernel, "ubuntu22.04", today)[0] is None
+    covering, reason = qualification(
+        profiles, p5, h100, "550.90.07", "5.15.0-105-generic", "ubuntu22.04", today
+    )
+    assert covering is None
+    assert reason == "only an expired profile covers this node: h100-550-k105 v1 expired 2026-01-31"

@@ -68,6 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--policy", help="policy YAML instead of the demo's built-in one")
     demo.add_argument("--timeout", type=_positive_int, default=240, help="seconds before giving up")
 
+    plan = commands.add_parser("plan", help="read-only preflight: waves, evictions, blockers, images, compatibility")
+    plan.add_argument("--dry-run", action="store_true", required=True, help="required: plan never writes")
+    _cluster_flags(plan)
+    plan.add_argument("--from-file", help="a kubectl List (JSON or YAML) instead of the live cluster")
+    plan.add_argument("--policy", help="upgrade policy YAML")
+    plan.add_argument("--ledger", help="driver image tags known to exist, one per line")
+    plan.add_argument("--profiles", help="compatibility profiles YAML")
+    plan.add_argument("--target-driver", help="driver version to plan for (default: each DaemonSet's)")
+    plan.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+
     status = commands.add_parser("status", help="print the rollout status stored in the cluster")
     _cluster_flags(status)
     status.add_argument("-o", "--output", choices=("table", "json"), default="table")
@@ -79,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         control = commands.add_parser(name, help=text)
         _cluster_flags(control)
+    from upgrader import compat_cli
+
+    compat_cli.add_parser(commands)
     return parser
 
 
@@ -98,6 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from upgrader.sim.serve import serve
 
             return serve(args.scenario, args.nodes, args.port, args.kubeconfig, args.audit_log, args.seed)
+        if args.command == "compat":
+            from upgrader import compat_cli
+
+            return compat_cli.run(args)
         from upgrader import commands as cmd
 
         handlers = {
@@ -106,6 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "status": cmd.status,
             "pause": cmd.pause,
             "resume": cmd.resume,
+            "plan": cmd.plan,
         }
         return handlers[args.command](args)
     except (UsageError, ConfigError, ClientConfigError) as exc:

@@ -108,3 +108,63 @@ def resume(args: argparse.Namespace) -> int:
     patch_configmap(_api(args), settings, {"paused": "false", "resumedAt": rfc3339(time.time())})
     print("resumed: failures recorded so far are acknowledged; the rollout continues")
     return 0
+
+
+def plan(args: argparse.Namespace) -> int:
+    """Read-only: exit 0 without blocking findings, 1 with, 2 on bad input."""
+    from upgrader import plan_source
+    from upgrader.core.compat import parse_version
+    from upgrader.core.images import parse_ledger
+    from upgrader.core.plan import PlanOptions, build_plan
+    from upgrader.core.profiles import load_profiles_text
+    from upgrader.planview import render_plan
+
+    policy = load_policy(args.policy)
+    settings = load_settings()
+    if args.target_driver is not None:
+        try:
+            parse_version(args.target_driver)
+        except ValueError as exc:
+            raise ConfigError(f"--target-driver {args.target_driver!r}: {exc}") from None
+    ledger = None
+    if args.ledger:
+        try:
+            ledger = frozenset(parse_ledger(_read(args.ledger, "--ledger")))
+        except ValueError as exc:
+            raise ConfigError(f"--ledger {args.ledger}: {exc}") from None
+    profiles = None
+    if args.profiles:
+        try:
+            profiles = load_profiles_text(_read(args.profiles, "--profiles"), args.profiles)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    if args.from_file:
+        data = plan_source.from_file(args.from_file)
+    else:
+        try:
+            data = plan_source.from_cluster(_api(args), settings)
+        except ApiError as exc:
+            print(f"upgrader: cannot read the cluster: {exc.message}", file=sys.stderr)
+            return EXIT_FAILED
+    snapshot, resources = plan_source.to_snapshot(data, settings)
+    result = build_plan(
+        snapshot, policy, time.time(), PlanOptions(args.target_driver, ledger, profiles), resources
+    )
+    if args.output == "json":
+        print(json.dumps(result.to_dict(), indent=2))
+    elif args.output == "yaml":
+        import yaml
+
+        print(yaml.safe_dump(result.to_dict(), sort_keys=False), end="")
+    else:
+        print(render_plan(result), end="")
+    return EXIT_FAILED if result.blocking else 0
+
+
+def _read(path: str, flag: str) -> str:
+    try:
+        return open(path, encoding="utf-8").read()
+    except OSError as exc:
+        raise ConfigError(f"{flag} {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{flag} {path}: not UTF-8 text") from None

@@ -43,10 +43,15 @@ class Settings(BaseSettings):
     event_namespace: str = "default"  # node Events go here, as kubelet's do
 
 
+def _printable(text: str) -> str:
+    """Text from the input (a key) as it can sit on one line: quoted when it holds a line break."""
+    return text if text.isprintable() else repr(text)
+
+
 def one_line(error: ValidationError, what: str) -> str:
     first = error.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    message = str(first["msg"]).removeprefix("Value error, ")
+    where = ".".join(_printable(str(p)) for p in first["loc"]) or "(top level)"
+    message = _printable(str(first["msg"]).removeprefix("Value error, "))
     if first["type"] == "extra_forbidden":
         message = "unknown key"
     extra = f" (and {error.error_count() - 1} more problems)" if error.error_count() > 1 else ""
@@ -68,8 +73,14 @@ def load_policy(path: str | None) -> Policy:
     if not file.is_file():
         raise ConfigError(f"policy {path}: no such file")
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"policy {path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"policy {path}: not valid YAML") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"policy {path}: not valid YAML{where}") from None

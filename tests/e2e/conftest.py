@@ -21,8 +21,14 @@ from upgrader.sim.invariants import RolloutRecorder
 from upgrader.sim.scenarios import ScenarioInfo, build
 from upgrader.sim.settings import SimSettings
 
-FAST_SIM = {"pod_recreate_delay": 0.2, "pod_ready_delay": 0.4, "image_pull_delay": 0.2,
-            "validator_ready_delay": 0.2, "job_replace_delay": 0.2, "workload_ready_delay": 0.3}
+FAST_SIM = {
+    "pod_recreate_delay": 0.2,
+    "pod_ready_delay": 0.4,
+    "image_pull_delay": 0.2,
+    "validator_ready_delay": 0.2,
+    "job_replace_delay": 0.2,
+    "workload_ready_delay": 0.3,
+}
 FAST_POLICY: dict[str, Any] = {
     "maxParallelUpgrades": 2,
     "maxUnavailable": "50%",
@@ -53,13 +59,19 @@ class Rollout:
         return {n: z for z, nodes in self.info.domains.items() for n in nodes}
 
     def controller(self, identity: str = "e2e") -> Controller:
-        ctl = build_controller(k8s.ApiClient(k8s.Configuration(host=self.url)), self.policy,
-                               fast_settings(identity))
+        ctl = build_controller(
+            k8s.ApiClient(k8s.Configuration(host=self.url)), self.policy, fast_settings(identity)
+        )
         ctl.on_pass.append(self.reports.append)
         return ctl
 
-    def run_until(self, phases: tuple[str, ...], timeout: float = 60.0, hold: float = 0.0,
-                  controller: Controller | None = None) -> dict[str, Any]:
+    def run_until(
+        self,
+        phases: tuple[str, ...],
+        timeout: float = 60.0,
+        hold: float = 0.0,
+        controller: Controller | None = None,
+    ) -> dict[str, Any]:
         """Run a controller until its status phase is in `phases` (for `hold` seconds)."""
         ctl = controller or self.controller()
         stop, wake = threading.Event(), threading.Event()
@@ -78,8 +90,10 @@ class Rollout:
                         return status
                 else:
                     held_since = None
-            raise AssertionError(f"phase never reached {phases}; last status: "
-                                 f"{self.reports[-1].status if self.reports else None}")
+            raise AssertionError(
+                f"phase never reached {phases}; last status: "
+                f"{self.reports[-1].status if self.reports else None}"
+            )
         finally:
             stop.set()
             wake.set()
@@ -91,8 +105,11 @@ class Rollout:
         return node
 
     def events_for(self, node: str) -> list[dict[str, Any]]:
-        return [e for e in self.cluster.store.objects(self.cluster.type("events"))
-                if e["involvedObject"]["name"] == node and e["reason"] == "GPUDriverUpgrade"]
+        return [
+            e
+            for e in self.cluster.store.objects(self.cluster.type("events"))
+            if e["involvedObject"]["name"] == node and e["reason"] == "GPUDriverUpgrade"
+        ]
 
 
 @pytest.fixture

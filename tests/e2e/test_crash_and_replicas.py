@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -21,8 +22,21 @@ from .conftest import FAST_POLICY, Rollout
 def _spawn(r: Rollout, policy_file: Path, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "UPGRADER_REQUEUE_SECONDS": "0.1", "UPGRADER_LEASE_DURATION_SECONDS": "1"}
     with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "upgrader.cli", "run", "--kubeconfig", str(r.kubeconfig),
-                                 "--policy", str(policy_file)], env=env, stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "upgrader.cli",
+                "run",
+                "--kubeconfig",
+                str(r.kubeconfig),
+                "--policy",
+                str(policy_file),
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def _phase(r: Rollout) -> str | None:
@@ -81,7 +95,10 @@ def test_sigkill_mid_rollout_then_restart_finishes(rollout: Any, tmp_path: Path)
         node = r.node(name)
         assert node["metadata"]["labels"][STATE_LABEL] == State.DONE.value
         assert not node["spec"].get("unschedulable")
-    assert r.recorder.check(r.policy, r.domain_of, "us-east-1a", ["us-east-1a", "us-east-1b", "us-east-1c"]) == []
+    assert (
+        r.recorder.check(r.policy, r.domain_of, "us-east-1a", ["us-east-1a", "us-east-1b", "us-east-1c"])
+        == []
+    )
     assert r.cluster.daemonsets.incidents == []
     assert len(set(_writers(r))) >= 2, "writes came from more than one controller process"
 
@@ -102,7 +119,7 @@ def test_two_replicas_never_both_act(rollout: Any, tmp_path: Path) -> None:
     agents = {req.user_agent for req in r.cluster.requests if req.resource == "leases"}
     assert len(agents) == 2, "both replicas were running and contending for the lease"
     writers = _writers(r)
-    switches = sum(1 for a, b in zip(writers, writers[1:], strict=False) if a != b)
+    switches = sum(1 for a, b in itertools.pairwise(writers) if a != b)
     lease = r.cluster.get("leases", "gpu-driver-upgrader", "gpu-operator", "coordination.k8s.io")
     assert lease is not None
     transitions = int(lease["spec"].get("leaseTransitions") or 0)

@@ -27,7 +27,9 @@ def status_json(r: Rollout, capsys: pytest.CaptureFixture[str]) -> dict[str, Any
     return json.loads(capsys.readouterr().out)
 
 
-def test_healthy_rollout_finishes_with_every_promise_kept(rollout: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_healthy_rollout_finishes_with_every_promise_kept(
+    rollout: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     r: Rollout = rollout("healthy")
     r.run_until(("Done",), timeout=90)
     for name in r.info.nodes:
@@ -36,7 +38,11 @@ def test_healthy_rollout_finishes_with_every_promise_kept(rollout: Any, capsys: 
         assert not node["spec"].get("unschedulable"), f"{name} left cordoned"
         assert node["metadata"]["labels"]["nvidia.com/cuda.driver.major"] == "550"
     pods = r.cluster.store.objects(r.cluster.type("pods"), "gpu-operator")
-    drivers = {p["spec"]["nodeName"]: p for p in pods if p["metadata"]["labels"].get("app") == "nvidia-driver-daemonset"}
+    drivers = {
+        p["spec"]["nodeName"]: p
+        for p in pods
+        if p["metadata"]["labels"].get("app") == "nvidia-driver-daemonset"
+    }
     for ds_name in r.info.driver_daemonsets:
         ds = r.cluster.get("daemonsets", ds_name, "gpu-operator", "apps")
         assert ds is not None
@@ -45,7 +51,9 @@ def test_healthy_rollout_finishes_with_every_promise_kept(rollout: Any, capsys: 
             if pod["metadata"]["ownerReferences"][0]["name"] == ds_name:
                 assert pod["metadata"]["labels"]["controller-revision-hash"] == newest
     assert set(drivers) == set(r.info.nodes)
-    violations = r.recorder.check(r.policy, r.domain_of, "us-east-1a", ["us-east-1a", "us-east-1b", "us-east-1c"])
+    violations = r.recorder.check(
+        r.policy, r.domain_of, "us-east-1a", ["us-east-1a", "us-east-1b", "us-east-1c"]
+    )
     assert violations == []
     assert r.cluster.daemonsets.incidents == [], "a driver restarted under running GPU pods"
     status = status_json(r, capsys)
@@ -60,13 +68,22 @@ def test_history_shows_the_budgets_were_used_not_just_respected(rollout: Any) ->
     r.run_until(("Done",), timeout=90)
     starts = r.recorder.starts()
     assert len(starts) == 6
-    assert [r.domain_of[s.node] for s in starts] == ["us-east-1a"] * 2 + ["us-east-1b"] * 2 + ["us-east-1c"] * 2
+    assert [r.domain_of[s.node] for s in starts] == ["us-east-1a"] * 2 + ["us-east-1b"] * 2 + [
+        "us-east-1c"
+    ] * 2
     evictions = [q for q in r.cluster.requests if q.subresource == "eviction"]
     assert evictions and all(q.method == "POST" for q in evictions)
 
 
-def _assert_halted(r: Rollout, capsys: pytest.CaptureFixture[str], node: str, state: str, kind: str,
-                   words: list[str], blocked: bool) -> dict[str, Any]:
+def _assert_halted(
+    r: Rollout,
+    capsys: pytest.CaptureFixture[str],
+    node: str,
+    state: str,
+    kind: str,
+    words: list[str],
+    blocked: bool,
+) -> dict[str, Any]:
     status = status_json(r, capsys)
     assert status["phase"] == "Halted"
     entries = status["blocked"] if blocked else status["failed"]
@@ -90,19 +107,30 @@ def _assert_halted(r: Rollout, capsys: pytest.CaptureFixture[str], node: str, st
     return status
 
 
-def test_pdb_blocked_rollout_halts_naming_the_budget(rollout: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_pdb_blocked_rollout_halts_naming_the_budget(
+    rollout: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     r: Rollout = rollout("pdb-blocked")
     r.run_until(("Halted",), timeout=60, hold=1.0)
     node = r.info.blocked_node
     assert node is not None
-    _assert_halted(r, capsys, node, State.POD_DELETION_REQUIRED.value, "pdb",
-                   ["ml-training/critical-finetune", "disruptionsAllowed=0", "ml-training/critical-finetune-0"],
-                   blocked=True)
+    _assert_halted(
+        r,
+        capsys,
+        node,
+        State.POD_DELETION_REQUIRED.value,
+        "pdb",
+        ["ml-training/critical-finetune", "disruptionsAllowed=0", "ml-training/critical-finetune-0"],
+        blocked=True,
+    )
     refused = [q for q in r.cluster.requests if q.subresource == "eviction" and q.status == 429]
     assert "critical-finetune-0" in {q.name for q in refused}
     assert r.cluster.get("pods", "critical-finetune-0", "ml-training") is not None
-    assert all(r.node(n)["metadata"]["labels"][STATE_LABEL] == State.UPGRADE_REQUIRED.value
-               for n in r.info.nodes if r.domain_of[n] != "us-east-1a")
+    assert all(
+        r.node(n)["metadata"]["labels"][STATE_LABEL] == State.UPGRADE_REQUIRED.value
+        for n in r.info.nodes
+        if r.domain_of[n] != "us-east-1a"
+    )
 
 
 def test_stuck_job_halts_after_the_wait_timeout(rollout: Any, capsys: pytest.CaptureFixture[str]) -> None:
@@ -110,18 +138,34 @@ def test_stuck_job_halts_after_the_wait_timeout(rollout: Any, capsys: pytest.Cap
     r.run_until(("Halted",), timeout=60, hold=0.5)
     node = r.info.stuck_job_node
     assert node is not None
-    status = _assert_halted(r, capsys, node, State.WAIT_FOR_JOBS_REQUIRED.value, "wait-for-jobs",
-                            ["batch/stuck-eval-", "past the 4s timeout"], blocked=True)
+    status = _assert_halted(
+        r,
+        capsys,
+        node,
+        State.WAIT_FOR_JOBS_REQUIRED.value,
+        "wait-for-jobs",
+        ["batch/stuck-eval-", "past the 4s timeout"],
+        blocked=True,
+    )
     assert "app=batch-eval" in status["message"]
 
 
-def test_missing_image_fails_the_node_and_halts_the_canary(rollout: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_image_fails_the_node_and_halts_the_canary(
+    rollout: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     r: Rollout = rollout("missing-image")
     r.run_until(("Halted",), timeout=60, hold=0.5)
     node = r.info.missing_image_node
     assert node is not None
-    status = _assert_halted(r, capsys, node, State.POD_RESTART_REQUIRED.value, "image",
-                            ["ImagePullBackOff", "550-5.15.0-119-generic-ubuntu22.04"], blocked=False)
+    status = _assert_halted(
+        r,
+        capsys,
+        node,
+        State.POD_RESTART_REQUIRED.value,
+        "image",
+        ["ImagePullBackOff", "550-5.15.0-119-generic-ubuntu22.04"],
+        blocked=False,
+    )
     assert "canary domain us-east-1a" in status["halt_reason"]
     assert r.node(node)["spec"].get("unschedulable"), "a failed node stays cordoned"
 
@@ -131,21 +175,35 @@ def test_validation_failure_fails_the_node(rollout: Any, capsys: pytest.CaptureF
     r.run_until(("Halted",), timeout=60, hold=0.5)
     node = r.info.broken_validation_node
     assert node is not None
-    _assert_halted(r, capsys, node, State.VALIDATION_REQUIRED.value, "validation",
-                   ["validator pod", "nvidia.com/gpu allocatable 0, expected 8"], blocked=False)
+    _assert_halted(
+        r,
+        capsys,
+        node,
+        State.VALIDATION_REQUIRED.value,
+        "validation",
+        ["validator pod", "nvidia.com/gpu allocatable 0, expected 8"],
+        blocked=False,
+    )
 
 
 def test_operator_fixes_the_pdb_and_the_rollout_continues(rollout: Any) -> None:
     r: Rollout = rollout("pdb-blocked")
     r.run_until(("Halted",), timeout=60, hold=0.5)
     pdbs = r.cluster.type("poddisruptionbudgets", "policy")
-    r.cluster.store.patch(pdbs, "ml-training", "critical-finetune", "application/merge-patch+json",
-                          {"spec": {"minAvailable": 0}})
+    r.cluster.store.patch(
+        pdbs,
+        "ml-training",
+        "critical-finetune",
+        "application/merge-patch+json",
+        {"spec": {"minAvailable": 0}},
+    )
     r.run_until(("Done",), timeout=90)
     assert r.recorder.check(r.policy, r.domain_of, "us-east-1a") == []
 
 
-def test_resume_acknowledges_a_canary_failure_and_goes_on(rollout: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_resume_acknowledges_a_canary_failure_and_goes_on(
+    rollout: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     r: Rollout = rollout("validation-failure")
     r.run_until(("Halted",), timeout=60, hold=0.5)
     capsys.readouterr()
@@ -157,7 +215,9 @@ def test_resume_acknowledges_a_canary_failure_and_goes_on(rollout: Any, capsys: 
     assert r.recorder.check(r.policy, r.domain_of, "us-east-1a", failures_acknowledged=True) == []
 
 
-def test_pause_stops_new_starts_and_resume_continues(rollout: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_pause_stops_new_starts_and_resume_continues(
+    rollout: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     r: Rollout = rollout("healthy")
     assert main(["pause", "--kubeconfig", str(r.kubeconfig)]) == 0
     status = r.run_until(("Paused",), timeout=30, hold=1.0)
@@ -168,8 +228,12 @@ def test_pause_stops_new_starts_and_resume_continues(rollout: Any, capsys: pytes
 
 
 def test_policy_choice_fail_instead_of_halt(rollout: Any) -> None:
-    policy = {**FAST_POLICY, "onBlockedTimeout": "fail", "onNodeFailure": "continue",
-              "failureDomains": {"canary": "us-east-1b", "soakSeconds": 0}}
+    policy = {
+        **FAST_POLICY,
+        "onBlockedTimeout": "fail",
+        "onNodeFailure": "continue",
+        "failureDomains": {"canary": "us-east-1b", "soakSeconds": 0},
+    }
     r: Rollout = rollout("stuck-job", policy)
     status = r.run_until(("Done",), timeout=90)
     node = r.info.stuck_job_node

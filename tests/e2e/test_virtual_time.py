@@ -15,16 +15,22 @@ from upgrader.sim.invariants import RolloutRecorder
 from upgrader.sim.scenarios import build
 
 
-def virtual(scenario: str, policy: dict[str, Any]) -> tuple[EmulatedCluster, Controller, RolloutRecorder, Any]:
+def virtual(
+    scenario: str, policy: dict[str, Any]
+) -> tuple[EmulatedCluster, Controller, RolloutRecorder, Any]:
     cluster = EmulatedCluster.virtual()
     info = build(cluster, scenario)
     recorder = RolloutRecorder(cluster)
     api = KubeApi(cluster.client(), sleep=lambda _: None)
-    controller = Controller(api, policy_from_mapping(policy), Settings(identity="virtual"), cluster.store.clock.now)
+    controller = Controller(
+        api, policy_from_mapping(policy), Settings(identity="virtual"), cluster.store.clock.now
+    )
     return cluster, controller, recorder, info
 
 
-def run(cluster: EmulatedCluster, controller: Controller, seconds: float, step: float = 1.0) -> dict[str, Any]:
+def run(
+    cluster: EmulatedCluster, controller: Controller, seconds: float, step: float = 1.0
+) -> dict[str, Any]:
     status: dict[str, Any] = {}
     for _ in range(int(seconds / step)):
         status = controller.reconcile().status
@@ -37,8 +43,9 @@ def entered(recorder: RolloutRecorder, node: str, state: State) -> float:
 
 
 def test_wait_for_jobs_times_out_exactly_on_its_timeout() -> None:
-    cluster, ctl, rec, info = virtual("stuck-job", {"waitForCompletion": {"podSelector": "app=batch-eval",
-                                                                          "timeoutSeconds": 120}})
+    cluster, ctl, rec, info = virtual(
+        "stuck-job", {"waitForCompletion": {"podSelector": "app=batch-eval", "timeoutSeconds": 120}}
+    )
     node = info.stuck_job_node
     status = run(cluster, ctl, 100)
     assert status["phase"] == "Running"
@@ -60,7 +67,9 @@ def test_driver_restart_timeout_fails_the_node_on_time() -> None:
     status = run(cluster, ctl, 30)
     meta = cluster.get("nodes", node)["metadata"]
     assert meta["labels"][STATE_LABEL] == State.FAILED.value
-    failed_after = parse_rfc3339(meta["annotations"][FAILED_AT]) - entered(rec, node, State.POD_RESTART_REQUIRED)
+    failed_after = parse_rfc3339(meta["annotations"][FAILED_AT]) - entered(
+        rec, node, State.POD_RESTART_REQUIRED
+    )
     assert 600 <= failed_after < 602
     assert "ImagePullBackOff" in meta["annotations"][FAILED_REASON]
     assert status["phase"] == "Halted"

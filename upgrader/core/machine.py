@@ -87,6 +87,10 @@ def fire(
     message: str = "",
 ) -> Transition:
     """Fire `trigger` from `state`; the resulting Transition, or MachineError off the table."""
+    if trigger not in TRIGGERS:
+        # transitions raises AttributeError for a name it has no event for (`to_upgrade_done`
+        # included, as auto transitions are off); off the table is off the table.
+        raise MachineError(f"{trigger!r} is not a trigger of the upgrade state machine")
     model = NodeModel(node, state, drain_enabled)
     MACHINE.add_model(model, initial=state)
     try:

@@ -19,6 +19,9 @@ _PERCENT = re.compile(r"^(\d{1,3})%$")
 
 
 class _Strict(BaseModel):
+    """Integer and boolean knobs are `strict`: only YAML integers and booleans, as the Operator's
+    CRD takes them; `timeoutSeconds: false` must not quietly become 0 (wait forever)."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
 
@@ -33,23 +36,23 @@ def _selector(value: Any) -> str:
 
 class WaitForCompletion(_Strict):
     pod_selector: str = Field("", alias="podSelector")
-    timeout_seconds: int = Field(0, alias="timeoutSeconds", ge=0)  # 0: wait forever
+    timeout_seconds: int = Field(0, alias="timeoutSeconds", ge=0, strict=True)  # 0: wait forever
 
     _check = field_validator("pod_selector", mode="before")(_selector)
 
 
 class GpuPodDeletion(_Strict):
-    force: bool = False  # also delete GPU pods no controller would recreate
-    timeout_seconds: int = Field(300, alias="timeoutSeconds", ge=0)
-    delete_empty_dir: bool = Field(False, alias="deleteEmptyDir")
+    force: bool = Field(False, strict=True)  # also delete GPU pods no controller would recreate
+    timeout_seconds: int = Field(300, alias="timeoutSeconds", ge=0, strict=True)
+    delete_empty_dir: bool = Field(False, alias="deleteEmptyDir", strict=True)
 
 
 class Drain(_Strict):
-    enable: bool = False
-    force: bool = False
+    enable: bool = Field(False, strict=True)
+    force: bool = Field(False, strict=True)
     pod_selector: str = Field("", alias="podSelector")
-    timeout_seconds: int = Field(300, alias="timeoutSeconds", ge=0)
-    delete_empty_dir: bool = Field(False, alias="deleteEmptyDir")
+    timeout_seconds: int = Field(300, alias="timeoutSeconds", ge=0, strict=True)
+    delete_empty_dir: bool = Field(False, alias="deleteEmptyDir", strict=True)
 
     _check = field_validator("pod_selector", mode="before")(_selector)
 
@@ -58,7 +61,7 @@ class FailureDomains(_Strict):
     label_key: str = Field("topology.kubernetes.io/zone", alias="labelKey", min_length=1)
     order: tuple[str, ...] = ()  # domains to go first, in this order; the rest follow sorted
     canary: str | None = None  # defaults to the first domain in order
-    soak_seconds: int = Field(0, alias="soakSeconds", ge=0)
+    soak_seconds: int = Field(0, alias="soakSeconds", ge=0, strict=True)
 
     @model_validator(mode="after")
     def _distinct(self) -> FailureDomains:
@@ -69,13 +72,13 @@ class FailureDomains(_Strict):
 
 class Validation(_Strict):
     pod_selector: str = Field("app=nvidia-operator-validator", alias="podSelector")
-    timeout_seconds: int = Field(600, alias="timeoutSeconds", ge=1)
+    timeout_seconds: int = Field(600, alias="timeoutSeconds", ge=1, strict=True)
 
     _check = field_validator("pod_selector", mode="before")(_selector)
 
 
 class PodRestart(_Strict):
-    timeout_seconds: int = Field(600, alias="timeoutSeconds", ge=1)
+    timeout_seconds: int = Field(600, alias="timeoutSeconds", ge=1, strict=True)
 
 
 class OnBlockedTimeout(StrEnum):
@@ -93,8 +96,8 @@ class OnNodeFailure(StrEnum):
 
 
 class Policy(_Strict):
-    auto_upgrade: bool = Field(True, alias="autoUpgrade")
-    max_parallel_upgrades: int = Field(1, alias="maxParallelUpgrades", ge=0)  # 0: unlimited
+    auto_upgrade: bool = Field(True, alias="autoUpgrade", strict=True)
+    max_parallel_upgrades: int = Field(1, alias="maxParallelUpgrades", ge=0, strict=True)  # 0: unlimited
     max_unavailable: int | str = Field("25%", alias="maxUnavailable")
     wait_for_completion: WaitForCompletion = Field(WaitForCompletion(), alias="waitForCompletion")
     gpu_pod_deletion: GpuPodDeletion = Field(

@@ -22,9 +22,11 @@ from upgrader.core.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
     BLOCKED_SINCE,
+    DRIVER_DELETED_AT,
     FAILED_AT,
     FAILED_KIND,
     FAILED_REASON,
+    FAILED_STATE,
     GPU_BEFORE,
     IN_PROGRESS,
     PER_UPGRADE,
@@ -60,8 +62,8 @@ def fleet(snapshot: Snapshot) -> Fleet:
         )
         if not has_driver:
             continue
-        if node.labels.get(SKIP_LABEL) == "true":
-            skipped.append(node.name)
+        if node.labels.get(SKIP_LABEL) == "true" and node.state not in IN_PROGRESS:
+            skipped.append(node.name)  # a node already in progress finishes first: never leave it cordoned
         elif node.invalid:
             invalid.append((node.name, node.invalid))
         else:
@@ -100,6 +102,8 @@ def detect(snapshot: Snapshot, policy: Policy, now: float) -> list[Action]:
             actions.append(
                 fire(node.name, node.state, "up_to_date", annotations=stamp, message="driver is current")
             )
+        elif node.state not in IN_PROGRESS and _clear_if_blocked(node):
+            actions.append(Annotate(node.name, CLEAR_BLOCK))  # left over from a hand relabel
     return actions
 
 
@@ -117,7 +121,7 @@ def conclude(ctx: NodeContext, plan: StepPlan, outcomes: Sequence[Outcome], now:
     node, policy = ctx.node, ctx.policy
     assert node.state is not None
     blocked = plan.blocked or _refusals(plan, outcomes)
-    entered = parse_or_none(node.annotations.get(STATE_SINCE)) or now
+    entered = parse_or_none(node.annotations.get(plan.clock)) or now
     timed_out = plan.timeout > 0 and now - entered >= plan.timeout
     if blocked is not None:
         if timed_out and policy.on_blocked_timeout is OnBlockedTimeout.FAIL:
@@ -128,6 +132,9 @@ def conclude(ctx: NodeContext, plan: StepPlan, outcomes: Sequence[Outcome], now:
         return block(node, Blocked(blocked.kind, blocked.reason + suffix), now)
     if any(o.result in (Result.ERROR, Result.CONFLICT) for o in outcomes):
         return []  # transient: the next pass re-reads and tries again
+    if plan.stamp_on_success and plan.attempts and outcomes:
+        # This pass started something with its own clock (the driver restart): start that clock.
+        return [Annotate(node.name, {plan.stamp_on_success: rfc3339(now), **_clear_if_blocked(node)})]
     if plan.trigger is not None:
         annotations = {STATE_SINCE: rfc3339(now), **CLEAR_BLOCK}
         target_probe = fire(node.name, node.state, plan.trigger, policy.drain.enable)
@@ -157,12 +164,16 @@ def conclude(ctx: NodeContext, plan: StepPlan, outcomes: Sequence[Outcome], now:
             now,
             since=node.annotations.get(STATE_SINCE),
         )
-    if node.annotations.get(BLOCKED_KIND):
+    if _clear_if_blocked(node):
         return [
             Annotate(node.name, CLEAR_BLOCK),
             Event(node.name, "Normal", f"no longer blocked in {node.state.value}"),
         ]
     return []
+
+
+def _clear_if_blocked(node: NodeView) -> dict[str, str | None]:
+    return dict(CLEAR_BLOCK) if node.annotations.get(BLOCKED_KIND) else {}
 
 
 def waiting_entry(ctx: NodeContext, plan: StepPlan, concluded: Sequence[Action]) -> dict[str, str] | None:
@@ -247,6 +258,7 @@ def fail(node: NodeView, kind: str, reason: str, now: float) -> list[Action]:
             STATE_SINCE: stamp,
             FAILED_AT: stamp,
             FAILED_KIND: kind,
+            FAILED_STATE: node.state.value,
             FAILED_REASON: reason,
             **CLEAR_BLOCK,
         },
@@ -282,8 +294,10 @@ def start_nodes(
             GPU_BEFORE: before,
             TARGET_REVISION: ctx.driver_set.newest_hash if ctx.driver_set else None,
             FAILED_KIND: None,
+            FAILED_STATE: None,
             FAILED_REASON: None,
             FAILED_AT: None,
+            DRIVER_DELETED_AT: None,
             **CLEAR_BLOCK,
         }
         actions.append(

@@ -6,16 +6,18 @@ How nodes count (documented in docs/policy.md):
 - unavailable: managed nodes that are in progress, failed (left cordoned), cordoned by anyone, or
   NotReady. Starting a node that is already unavailable (e.g. cordoned by someone else) does not
   spend budget, so such nodes go first within their domain.
-- a domain is finished when each of its nodes is upgrade-done, or failed and acknowledged
-  (`upgrader resume`) under onNodeFailure: continue. The next domain starts soakSeconds after the
-  last node of the previous one finished.
+- a domain is finished when each of its nodes is upgrade-done or failed, a failure counting only
+  once acknowledged (`upgrader resume`), or at once under onNodeFailure: continue outside the canary
+  domain (the rollout goes on without the node). The next domain starts soakSeconds after the last
+  node of the previous one finished.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from upgrader.core.policy import Policy
+from upgrader.core.policy import OnNodeFailure, Policy
 from upgrader.core.states import IN_PROGRESS, STATE_SINCE, State
 from upgrader.core.timefmt import parse_or_none
 from upgrader.core.views import NodeView
@@ -61,8 +63,9 @@ def is_unavailable(node: NodeView) -> bool:
     return node.unschedulable or not node.ready or node.state in IN_PROGRESS or node.state is State.FAILED
 
 
-def _finished(node: NodeView, acknowledged: set[str]) -> bool:
-    return node.state is State.DONE or (node.state is State.FAILED and node.name in acknowledged)
+def _finished(node: NodeView, acknowledged: set[str], go_on: bool) -> bool:
+    """Done, or failed and either acknowledged or left behind (`go_on`: onNodeFailure continue)."""
+    return node.state is State.DONE or (node.state is State.FAILED and (go_on or node.name in acknowledged))
 
 
 def plan_starts(
@@ -90,7 +93,9 @@ def plan_starts(
 
     current, previous = None, None
     for domain in order:
-        if not all(_finished(n, acknowledged_failures) for n in by_domain[domain]):
+        # The canary (first) domain's failures always wait for an acknowledgement.
+        go_on = policy.on_node_failure is OnNodeFailure.CONTINUE and domain != order[0]
+        if not all(_finished(n, acknowledged_failures, go_on) for n in by_domain[domain]):
             current = domain
             break
         previous = domain
@@ -100,7 +105,8 @@ def plan_starts(
         finished_at = max((parse_or_none(n.annotations.get(STATE_SINCE)) or 0.0) for n in by_domain[previous])
         soak_until = finished_at + policy.failure_domains.soak_seconds
         if now < soak_until and not any(n.state in IN_PROGRESS for n in by_domain[current]):
-            return result([], current, f"soaking domain {previous} for {int(soak_until - now)}s more")
+            left = math.ceil(soak_until - now)  # never "0s more" while still soaking
+            return result([], current, f"soaking domain {previous} for {left}s more")
     candidates = sorted(
         (n for n in by_domain[current] if n.state is State.UPGRADE_REQUIRED),
         key=lambda n: (not is_unavailable(n), n.name),
@@ -115,7 +121,7 @@ def plan_starts(
         if len(starts) >= slots:
             break
         cost = 0 if is_unavailable(node) else 1
-        if cost > budget:
+        if cost and cost > budget:  # a free start stays free when others overspent the budget
             continue
         budget -= cost
         starts.append(node.name)

@@ -10,13 +10,25 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# A label key: optional DNS prefix and a name of at most 63 characters.
-_KEY = r"(?:[a-z0-9A-Z](?:[-a-z0-9A-Z_.]*[a-z0-9A-Z])?/)?[a-zA-Z0-9](?:[-a-zA-Z0-9_.]*[a-zA-Z0-9])?"
+# A label key: optional DNS subdomain prefix (at most 253 characters) and a name of at most 63.
+_KEY = r"(?:[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?/)?[a-zA-Z0-9](?:[-a-zA-Z0-9_.]*[a-zA-Z0-9])?"
 _VALUE = r"(?:[a-zA-Z0-9](?:[-a-zA-Z0-9_.]*[a-zA-Z0-9])?)?"
 _KEY_RE = re.compile(rf"^{_KEY}$")
 _VALUE_RE = re.compile(rf"^{_VALUE}$")
 _SET_RE = re.compile(rf"^\s*(!?)\s*({_KEY})\s*(?:(in|notin)\s*\(([^)]*)\))?\s*$")
 _EQ_RE = re.compile(rf"^\s*({_KEY})\s*(==|=|!=)\s*({_VALUE})\s*$")
+_CMP_RE = re.compile(rf"^\s*({_KEY})\s*([<>])\s*(-?[0-9]+)\s*$")
+MAX_NAME, MAX_PREFIX, MAX_VALUE = 63, 253, 63
+
+
+def valid_key(key: str) -> bool:
+    """A qualified name, as label keys must be (`prefix/name`, lengths included)."""
+    prefix, _, name = key.rpartition("/")
+    return bool(_KEY_RE.match(key)) and len(name) <= MAX_NAME and len(prefix) <= MAX_PREFIX
+
+
+def valid_value(value: str) -> bool:
+    return bool(_VALUE_RE.match(value)) and len(value) <= MAX_VALUE
 
 
 class SelectorError(ValueError):
@@ -26,12 +38,14 @@ class SelectorError(ValueError):
 @dataclass(frozen=True)
 class Requirement:
     key: str
-    op: str  # "=", "!=", "in", "notin", "exists", "!"
+    op: str  # "=", "!=", "in", "notin", "exists", "!", ">", "<"
     values: frozenset[str] = frozenset()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         has = self.key in labels
         value = labels.get(self.key)
+        if self.op in (">", "<"):
+            return has and _compare(value, self.op, next(iter(self.values)))
         if self.op == "=":
             return has and value in self.values
         if self.op == "!=":
@@ -43,6 +57,15 @@ class Requirement:
         if self.op == "exists":
             return has
         return not has  # "!"
+
+
+def _compare(value: str | None, op: str, bound: str) -> bool:
+    """`key>N` / `key<N`: both sides must be integers, else the requirement does not match."""
+    try:
+        have = int(value or "")
+    except ValueError:
+        return False
+    return have > int(bound) if op == ">" else have < int(bound)
 
 
 @dataclass(frozen=True)
@@ -65,7 +88,7 @@ class LabelSelector:
     def __str__(self) -> str:
         parts = []
         for r in self.requirements:
-            if r.op in ("=", "!="):
+            if r.op in ("=", "!=", ">", "<"):
                 parts.append(f"{r.key}{r.op}{next(iter(r.values))}")
             elif r.op in ("in", "notin"):
                 parts.append(f"{r.key} {r.op} ({','.join(sorted(r.values))})")
@@ -103,25 +126,35 @@ def parse_label_selector(text: str | None) -> LabelSelector:
     for raw in _split_top_level(text):
         if not raw.strip():
             raise SelectorError(f"invalid label selector {text!r}: empty requirement")
-        eq = _EQ_RE.match(raw)
-        if eq:
-            key, op, value = eq.groups()
-            requirements.append(Requirement(key, "!=" if op == "!=" else "=", frozenset([value])))
-            continue
-        st = _SET_RE.match(raw)
-        if not st:
+        requirement = _parse_requirement(raw)
+        if requirement is None:
             raise SelectorError(f"invalid label selector {text!r}: cannot parse {raw.strip()!r}")
-        bang, key, op, values = st.groups()
-        if op:
-            if bang:
-                raise SelectorError(f"invalid label selector {text!r}: '!' cannot take values")
-            items = [v.strip() for v in values.split(",")]
-            if any(not _VALUE_RE.match(v) for v in items) or items == [""]:
-                raise SelectorError(f"invalid label selector {text!r}: bad values in {raw.strip()!r}")
-            requirements.append(Requirement(key, op, frozenset(items)))
-        else:
-            requirements.append(Requirement(key, "!" if bang else "exists"))
+        if not valid_key(requirement.key) or not all(valid_value(v) for v in requirement.values):
+            raise SelectorError(f"invalid label selector {text!r}: invalid key or value in {raw.strip()!r}")
+        requirements.append(requirement)
     return LabelSelector(tuple(requirements))
+
+
+def _parse_requirement(raw: str) -> Requirement | None:
+    """One comma-separated part of a selector string; None when it does not parse."""
+    eq = _EQ_RE.match(raw)
+    if eq:
+        key, op, value = eq.groups()
+        return Requirement(key, "!=" if op == "!=" else "=", frozenset([value]))
+    cmp = _CMP_RE.match(raw)
+    if cmp:
+        key, op, bound = cmp.groups()
+        return Requirement(key, op, frozenset([bound]))
+    st = _SET_RE.match(raw)
+    if not st:
+        return None
+    bang, key, op, values = st.groups()
+    if not op:
+        return Requirement(key, "!" if bang else "exists")
+    if bang:
+        return None  # `!key` takes no values
+    # As in the real parser, `in ()` and `in (a,)` hold the empty value.
+    return Requirement(key, op, frozenset(v.strip() for v in values.split(",")))
 
 
 _EXPR_OPS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
@@ -137,13 +170,13 @@ def from_label_selector_object(obj: Mapping[str, Any] | None) -> LabelSelector:
         return LabelSelector(match_nothing=True)
     requirements = []
     for key, value in sorted((obj.get("matchLabels") or {}).items()):
-        if not _KEY_RE.match(str(key)) or not _VALUE_RE.match(str(value)):
+        if not valid_key(str(key)) or not valid_value(str(value)):
             raise SelectorError(f"invalid matchLabels entry {key}={value}")
         requirements.append(Requirement(str(key), "=", frozenset([str(value)])))
     for expr in obj.get("matchExpressions") or []:
         op = _EXPR_OPS.get(expr.get("operator", ""))
         key = str(expr.get("key", ""))
-        if op is None or not _KEY_RE.match(key):
+        if op is None or not valid_key(key):
             raise SelectorError(f"invalid matchExpressions entry {expr}")
         values = frozenset(str(v) for v in expr.get("values") or [])
         if op in ("in", "notin") and not values:
@@ -171,14 +204,19 @@ class FieldRequirement:
         return (field_value(obj, self.path) == self.value) != self.negate
 
 
+# Fields the API server selects on whose Go type is bool: unset reads as "false", not "".
+_BOOL_FIELDS = frozenset({"spec.unschedulable", "spec.hostNetwork"})
+
+
 def field_value(obj: Mapping[str, Any], path: str) -> str:
     current: Any = obj
     for part in path.split("."):
         if not isinstance(current, Mapping):
-            return ""
+            current = None
+            break
         current = current.get(part)
     if current is None:
-        return ""
+        return "false" if path in _BOOL_FIELDS else ""
     if isinstance(current, bool):
         return "true" if current else "false"
     return str(current)

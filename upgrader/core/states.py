@@ -56,11 +56,13 @@ STARTED_AT = _A + "started-at"  # when the node left upgrade-required
 WAS_UNSCHEDULABLE = _A + "was-unschedulable"  # "true": someone else had cordoned it before us
 GPU_BEFORE = _A + "gpu-allocatable-before"  # nvidia.com/gpu allocatable when we started
 DRIVER_POD_UID = _A + "driver-pod-uid"  # the driver pod to restart (recorded on entering restart)
+DRIVER_DELETED_AT = _A + "driver-deleted-at"  # when we deleted it: the restart timeout counts from here
 TARGET_REVISION = _A + "target-revision"  # controller-revision-hash the node is moving to
 BLOCKED_KIND = _A + "blocked-kind"  # pdb, wait-for-jobs, pod-deletion, drain, ...
 BLOCKED_REASON = _A + "blocked-reason"
 BLOCKED_SINCE = _A + "blocked-since"
 FAILED_KIND = _A + "failed-kind"  # image, driver-restart, validation, pdb, ...
+FAILED_STATE = _A + "failed-state"  # the state the node failed in
 FAILED_REASON = _A + "failed-reason"
 FAILED_AT = _A + "failed-at"
 
@@ -70,11 +72,13 @@ PER_UPGRADE = (
     WAS_UNSCHEDULABLE,
     GPU_BEFORE,
     DRIVER_POD_UID,
+    DRIVER_DELETED_AT,
     TARGET_REVISION,
     BLOCKED_KIND,
     BLOCKED_REASON,
     BLOCKED_SINCE,
     FAILED_KIND,
+    FAILED_STATE,
     FAILED_REASON,
     FAILED_AT,
 )

@@ -17,6 +17,7 @@ from upgrader.core.states import (
     FAILED_AT,
     FAILED_KIND,
     FAILED_REASON,
+    FAILED_STATE,
     IN_PROGRESS,
     State,
 )
@@ -31,7 +32,7 @@ def blocked_nodes(snapshot: Snapshot, managed: list[str]) -> list[dict[str, Any]
     for name in managed:
         node = snapshot.nodes[name]
         kind = node.annotations.get(BLOCKED_KIND)
-        if kind and node.state is not None:
+        if kind and node.state in IN_PROGRESS:  # only a node being worked on can be blocked
             out.append(
                 {
                     "node": name,
@@ -58,6 +59,7 @@ def failed_nodes(snapshot: Snapshot, managed: list[str], acknowledged: set[str])
                     "reason": node.annotations.get(FAILED_REASON, "(no reason recorded)"),
                     "since": node.annotations.get(FAILED_AT, ""),
                     "acknowledged": name in acknowledged,
+                    "state": node.annotations.get(FAILED_STATE, ""),  # the state it failed in
                     "runbook": runbook_for(kind),
                 }
             )
@@ -86,8 +88,9 @@ def halt_reason(snapshot: Snapshot, policy: Policy, managed: list[str], acknowle
                 if in_canary
                 else "domain " + domain_of(snapshot.nodes[failure["node"]], policy)
             )
+            state = f" in {failure['state']}" if failure["state"] else ""
             return (
-                f"{failure['node']} failed in {where} at {failure['since']}: {failure['reason']}; "
+                f"{failure['node']} upgrade-failed{state} ({where}) at {failure['since']}: {failure['reason']}; "
                 f"see {failure['runbook']}"
             )
     return None

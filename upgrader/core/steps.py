@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from upgrader.core.actions import Action, DeletePod, Evict, SetUnschedulable
 from upgrader.core.policy import Policy
 from upgrader.core.selectors import parse_label_selector
-from upgrader.core.states import DRIVER_POD_UID, GPU_BEFORE, WAS_UNSCHEDULABLE, State
+from upgrader.core.states import (
+    DRIVER_DELETED_AT,
+    DRIVER_POD_UID,
+    GPU_BEFORE,
+    STATE_SINCE,
+    WAS_UNSCHEDULABLE,
+    State,
+)
 from upgrader.core.views import DriverSet, NodeView, PdbView, PodView, Snapshot
 
 
@@ -35,6 +42,8 @@ class StepPlan:
     waiting: str | None = None  # a normal wait (driver coming up, validation pending)
     timeout: int = 0  # seconds this state may last; 0 = no limit
     fail_on_timeout: bool = False  # restart/validation: a timeout fails the node
+    clock: str = STATE_SINCE  # the annotation the timeout counts from
+    stamp_on_success: str | None = None  # annotation set to `now` when the attempts succeed
     pdb_of: dict[str, PdbView] = field(default_factory=dict)  # evicted pod key -> its PDB
 
 
@@ -141,7 +150,11 @@ def _evictions(
 
 def gpu_pod_deletion(ctx: NodeContext) -> StepPlan:
     settings = ctx.policy.gpu_pod_deletion
-    pods = [p for p in ctx.pods if p.gpus > 0 and not p.terminal and not p.mirror]
+    # DaemonSet pods would come straight back on the cordoned node; if one holds GPUs, the restart
+    # step's check names it instead.
+    pods = [
+        p for p in ctx.pods if p.gpus > 0 and not p.terminal and not p.mirror and p.owner_kind != "DaemonSet"
+    ]
     return _evictions(
         ctx,
         pods,
@@ -180,18 +193,20 @@ def restart_driver(ctx: NodeContext) -> StepPlan:
     old_uid = ctx.node.annotations.get(DRIVER_POD_UID)
     live = [p for p in ctx.driver_pods if not p.terminating]
     stale = [p for p in live if p.uid == old_uid or (target is not None and p.revision_hash != target)]
+    if ctx.node.annotations.get(DRIVER_DELETED_AT):
+        plan.clock = DRIVER_DELETED_AT  # the restart's own clock, not the time spent getting here
     if stale:
         clients = [p for p in ctx.pods if p.gpus > 0 and not p.terminal]
         if clients:
+            verb = "holds" if len(clients) == 1 else "hold"
             plan.blocked = Blocked(
                 "gpu-pods",
-                (
-                    f"{_plural(len(clients), 'pod')} still hold GPUs: {_names(clients)}; "
-                    "the driver cannot unload under them"
-                ),
+                f"{_plural(len(clients), 'pod')} still {verb} GPUs: {_names(clients)}; "
+                "the driver cannot unload under them",
             )
             return plan
         plan.attempts.extend(DeletePod(ctx.node.name, p.namespace, p.name, p.uid) for p in stale)
+        plan.stamp_on_success = DRIVER_DELETED_AT
         plan.waiting = f"restarting driver pod {_names(stale)}"
         return plan
     fresh = [p for p in live if target is None or p.revision_hash == target]

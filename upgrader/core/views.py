@@ -6,7 +6,7 @@ kept as a reason (`NodeView.invalid`), never guessed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -38,6 +38,7 @@ class PodView:
     waiting_reason: str | None = None
     waiting_message: str | None = None
     images: tuple[str, ...] = ()
+    affinity: Mapping[str, Any] | None = None  # spec.affinity, for nodeAffinity on driver labels
 
     @property
     def key(self) -> str:
@@ -198,6 +199,7 @@ def pod_view(obj: Obj) -> PodView:
         waiting_reason=(waiting or {}).get("reason"),
         waiting_message=(waiting or {}).get("message"),
         images=tuple(images),
+        affinity=spec.get("affinity") or None,
     )
 
 
@@ -248,7 +250,7 @@ def pdb_view(obj: Obj) -> PdbView | None:
     )
 
 
-def driver_set(ds: Obj, revisions: list[Obj]) -> DriverSet:
+def driver_set(ds: Obj, revisions: Sequence[Obj]) -> DriverSet:
     """A driver DaemonSet with the newest of the ControllerRevisions it owns."""
     meta = _meta(ds)
     uid = meta.get("uid")

@@ -213,11 +213,12 @@ class Dispatcher:
             record.body = body
         if _bool(params.get("dryRun")) or params.get("dryRun") == "All":
             raise errors.bad_request("dryRun is not supported by this emulator")
-        fault = self._inject(verb, target)
+        fault = self._draw(verb)
         if fault is not None:
             record.fault = fault
             if fault == "drop":
                 return Response(0, drop=True)
+            raise self._fault_error(fault, verb, target)
         return self._serve(verb, target, params, req, body)
 
     def _verb(self, method: str, target: Target, params: dict[str, str]) -> str:
@@ -235,17 +236,20 @@ class Dispatcher:
             raise errors.ApiError(405, "the server does not allow this method on the requested resource")
         return verbs[method]
 
-    def _inject(self, verb: str, target: Target) -> str | None:
+    def _draw(self, verb: str) -> str | None:
+        """The fault to inject into this request, if any, after the plan's added latency."""
         if self.faults is None:
             return None
         fault, latency = self.faults.draw(verb)
         if latency > 0 and not getattr(self.store.clock, "virtual", False):
             time.sleep(latency)
-        if fault == "error500":
-            raise errors.ApiError(500, "Internal error occurred: injected fault")
+        return fault
+
+    def _fault_error(self, fault: str, verb: str, target: Target) -> errors.ApiError:
         if fault == "throttle429":
+            assert self.faults is not None
             rates = self.faults.rates[verb]
-            raise errors.ApiError(
+            return errors.ApiError(
                 429,
                 "Too many requests, please try again later.",
                 reason="TooManyRequests",
@@ -253,8 +257,8 @@ class Dispatcher:
                 headers={"Retry-After": str(rates.retry_after)},
             )
         if fault == "conflict409":
-            raise errors.conflict(target.rtype.plural, target.rtype.group, target.name or "")
-        return fault
+            return errors.conflict(target.rtype.plural, target.rtype.group, target.name or "")
+        return errors.ApiError(500, "Internal error occurred: injected fault")
 
     @staticmethod
     def _decode(raw: bytes) -> Any:
@@ -278,7 +282,8 @@ class Dispatcher:
             list_meta: Obj = {"resourceVersion": result.resource_version}
             if result.continue_token:
                 list_meta["continue"] = result.continue_token
-                list_meta["remainingItemCount"] = result.remaining
+                if result.remaining is not None:
+                    list_meta["remainingItemCount"] = result.remaining
             if tables.wants_table(accept):
                 return Response(
                     200,

@@ -226,28 +226,25 @@ class DaemonSetController:
         spec["nodeName"] = node_name
         now = rfc3339(self.store.clock.now())
         containers = spec.get("containers") or []
-        pod = self.store.create(
-            self.pods,
-            ds["metadata"]["namespace"],
-            {
-                "metadata": {
-                    "name": f"{ds['metadata']['name']}-{self.store.random_suffix()}",
-                    "labels": labels,
-                    "annotations": dict(t_meta.get("annotations") or {}),
-                    "ownerReferences": [_owner_ref(ds)],
-                },
-                "spec": spec,
-                "status": {
-                    "phase": "Running" if ready_now else "Pending",
-                    "hostIP": "10.0.0.1",
-                    "startTime": now,
-                    "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
-                    "containerStatuses": [
-                        _container_status(c, running=ready_now, now=now) for c in containers
-                    ],
-                },
+        body: Obj = {
+            "metadata": {
+                "name": f"{ds['metadata']['name']}-{self.store.random_suffix()}",
+                "labels": labels,
+                "annotations": dict(t_meta.get("annotations") or {}),
+                "ownerReferences": [_owner_ref(ds)],
             },
-        )
+            "spec": spec,
+            "status": {
+                "phase": "Running" if ready_now else "Pending",
+                "hostIP": "10.0.0.1",
+                "startTime": now,
+                "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
+                "containerStatuses": [_container_status(c, running=ready_now, now=now) for c in containers],
+            },
+        }
+        if not ready_now:
+            set_ready(body, False, now, "ContainersNotReady")  # as the kubelet reports a starting pod
+        pod = self.store.create(self.pods, ds["metadata"]["namespace"], body)
         if ready_now:
             self._set_pod_ready(pod, True)
         else:

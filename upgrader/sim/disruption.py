@@ -28,24 +28,31 @@ def scaled(value: int | str, total: int) -> int:
 def compute_status(pdb: Obj, pods: list[Obj]) -> Obj:
     """expectedPods, currentHealthy, desiredHealthy and disruptionsAllowed for one budget.
 
-    Expected pods are the non-finished pods the selector matches (terminating ones included);
-    healthy pods are Ready and not terminating.
+    Healthy pods are Ready and not terminating. With an integer minAvailable the expected count
+    is every pod the selector matches, as in the real controller; with a percentage or
+    maxUnavailable the real controller adds up the owning controllers' scale, for which the
+    emulator counts the matching pods that have not finished (terminating ones included).
     """
     spec = pdb.get("spec") or {}
     try:
         selector = from_label_selector_object(spec.get("selector"))
     except SelectorError:
         selector = from_label_selector_object(None)
-    matching = [p for p in pods if not is_terminal(p) and selector.matches(p["metadata"].get("labels"))]
-    expected = len(matching)
-    healthy = sum(1 for p in matching if is_ready(p) and not is_terminating(p))
+    selected = [p for p in pods if selector.matches(p["metadata"].get("labels"))]
+    running = [p for p in selected if not is_terminal(p)]
+    healthy = sum(1 for p in running if is_ready(p) and not is_terminating(p))
+    min_available = spec.get("minAvailable")
     if spec.get("maxUnavailable") is not None:
+        expected = len(running)
         desired = max(0, expected - scaled(spec["maxUnavailable"], expected))
-    elif spec.get("minAvailable") is not None:
-        desired = scaled(spec["minAvailable"], expected)
+    elif isinstance(min_available, int):
+        expected, desired = len(selected), min_available
+    elif min_available is not None:
+        expected = len(running)
+        desired = scaled(min_available, expected)
     else:
-        desired = expected  # policy/v1 rejects this; be strict if it gets stored anyway
-    allowed = max(0, healthy - desired)
+        expected = desired = len(running)  # policy/v1 rejects this; be strict if it gets stored anyway
+    allowed = max(0, healthy - desired) if expected > 0 else 0
     return {
         "observedGeneration": pdb["metadata"].get("generation", 1),
         "disruptionsAllowed": allowed,
@@ -116,15 +123,14 @@ def evict(store: Store, namespace: str, name: str, body: Obj) -> Obj:
     """The `pods/eviction` subresource: delete the pod unless a PDB forbids it (then 429)."""
     pods = store.type("", "v1", "pods")
     pdbs = store.type("policy", "v1", "poddisruptionbudgets")
-    body_name = (body.get("metadata") or {}).get("name")
-    if body_name and body_name != name:
+    if (body.get("metadata") or {}).get("name") != name:
         raise errors.bad_request("name in URL does not match name in Eviction object")
     options = body.get("deleteOptions") or {}
     grace = options.get("gracePeriodSeconds")
     preconditions = options.get("preconditions")
     with store.lock:
         pod = store.get(pods, namespace, name)
-        if is_terminal(pod) or is_terminating(pod):
+        if _can_ignore_pdb(pod):
             store.delete(pods, namespace, name, grace, preconditions)
             return _success()
         covering = []
@@ -144,15 +150,24 @@ def evict(store: Store, namespace: str, name: str, body: Obj) -> Obj:
         if covering:
             pdb = covering[0]
             status = compute_status(pdb, store.objects(pods, namespace))
-            # An unhealthy pod may go while the budget is met (unhealthyPodEvictionPolicy
-            # IfHealthyBudget); a healthy one needs a disruption to spare.
-            unhealthy_ok = not is_ready(pod) and status["currentHealthy"] >= status["desiredHealthy"]
+            # An unready pod may go under AlwaysAllow, or (IfHealthyBudget, the default) while the
+            # budget is met and asks for at least one healthy pod; anything else needs a
+            # disruption to spare.
+            policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy")
+            unhealthy_ok = not is_ready(pod) and (
+                policy == "AlwaysAllow" or 0 < status["desiredHealthy"] <= status["currentHealthy"]
+            )
             if not unhealthy_ok and status["disruptionsAllowed"] <= 0:
                 raise errors.pdb_refusal(
                     pdb["metadata"]["name"], status["desiredHealthy"], status["currentHealthy"]
                 )
         store.delete(pods, namespace, name, grace, preconditions)
         return _success()
+
+
+def _can_ignore_pdb(pod: Obj) -> bool:
+    """Pods whose eviction skips the budgets: finished, still Pending, or already terminating."""
+    return is_terminal(pod) or is_terminating(pod) or (pod.get("status") or {}).get("phase") == "Pending"
 
 
 def _success() -> Obj:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,7 +34,7 @@ class _FakeHTTPResponse:
     ) -> None:
         self._dispatcher = dispatcher
         self.status = status
-        self.reason = "OK" if status < 400 else "Error"
+        self.reason = _reason_phrase(status)
         self.headers = urllib3.HTTPHeaderDict(headers)
         self.data = data
         self._watcher = watcher
@@ -41,6 +42,9 @@ class _FakeHTTPResponse:
 
     def read(self, *_: Any, **__: Any) -> bytes:
         return self.data
+
+    def json(self) -> Any:
+        return json.loads(self.data.decode("utf-8"))
 
     def getheaders(self) -> urllib3.HTTPHeaderDict:
         return self.headers
@@ -63,6 +67,14 @@ class _FakeHTTPResponse:
 
     def release_conn(self) -> None:
         return None
+
+
+def _reason_phrase(status: int) -> str:
+    """The HTTP reason phrase a real server sends (ApiException.reason shows it)."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
 class InProcessREST:

@@ -48,12 +48,17 @@ class RolloutRecorder:
     def _record(self, node: dict[str, Any], rv: int) -> None:
         meta = node["metadata"]
         annotations = dict(meta.get("annotations") or {})
-        self.records.append(NodeRecord(
-            rv=rv, time=self.cluster.store.clock.now(), node=meta["name"],
-            state=(meta.get("labels") or {}).get(LABEL),
-            unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
-            blocked=bool(annotations.get(BLOCKED_KIND)), annotations=annotations,
-        ))
+        self.records.append(
+            NodeRecord(
+                rv=rv,
+                time=self.cluster.store.clock.now(),
+                node=meta["name"],
+                state=(meta.get("labels") or {}).get(LABEL),
+                unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+                blocked=bool(annotations.get(BLOCKED_KIND)),
+                annotations=annotations,
+            )
+        )
 
     # ----- derived facts ------------------------------------------------------------------------
 
@@ -79,8 +84,14 @@ class RolloutRecorder:
 
     # ----- the invariants -----------------------------------------------------------------------
 
-    def check(self, policy: Policy, domain_of: dict[str, str], canary: str | None,
-              domain_order: list[str] | None = None, failures_acknowledged: bool = False) -> list[str]:
+    def check(
+        self,
+        policy: Policy,
+        domain_of: dict[str, str],
+        canary: str | None,
+        domain_order: list[str] | None = None,
+        failures_acknowledged: bool = False,
+    ) -> list[str]:
         """Every broken promise, as one line each; empty when the rollout kept them all.
 
         `failures_acknowledged`: an operator ran `upgrader resume` over a failed node, so starts
@@ -98,13 +109,24 @@ class RolloutRecorder:
             state[r.node], cordoned[r.node] = r.state, r.unschedulable
             in_progress = sum(1 for s in state.values() if s in {x.value for x in IN_PROGRESS})
             if policy.max_parallel_upgrades and in_progress > policy.max_parallel_upgrades:
-                violations.append(f"rv {r.rv}: {in_progress} nodes in progress > maxParallelUpgrades "
-                                  f"{policy.max_parallel_upgrades}")
-            ours = sum(1 for n in state if n not in self.initially_cordoned and (
-                cordoned.get(n) or state[n] in {x.value for x in IN_PROGRESS} or state[n] == State.FAILED.value))
+                violations.append(
+                    f"rv {r.rv}: {in_progress} nodes in progress > maxParallelUpgrades "
+                    f"{policy.max_parallel_upgrades}"
+                )
+            ours = sum(
+                1
+                for n in state
+                if n not in self.initially_cordoned
+                and (
+                    cordoned.get(n)
+                    or state[n] in {x.value for x in IN_PROGRESS}
+                    or state[n] == State.FAILED.value
+                )
+            )
             if ours > max_unavailable:
-                violations.append(f"rv {r.rv}: {ours} nodes unavailable because of us > maxUnavailable "
-                                  f"{max_unavailable}")
+                violations.append(
+                    f"rv {r.rv}: {ours} nodes unavailable because of us > maxUnavailable {max_unavailable}"
+                )
             if r.node in self.initially_cordoned and not r.unschedulable:
                 violations.append(f"rv {r.rv}: {r.node} was cordoned by someone else and got uncordoned")
         violations += self._domain_order(domain_of, canary, domain_order)
@@ -117,8 +139,12 @@ class RolloutRecorder:
                 if self._halted_at(start.rv, ignore_failed=failures_acknowledged):
                     violations.append(f"rv {start.rv}: {start.node} started while the rollout was halted")
         for node, final in self.final_states().items():
-            if node in managed and final == State.DONE.value and cordoned.get(node) \
-                    and node not in self.initially_cordoned:
+            if (
+                node in managed
+                and final == State.DONE.value
+                and cordoned.get(node)
+                and node not in self.initially_cordoned
+            ):
                 violations.append(f"{node} finished upgrade-done but was left cordoned")
         violations += self._pdb_bypass()
         return violations
@@ -129,10 +155,13 @@ class RolloutRecorder:
             if r.rv >= rv:
                 break
             current[r.node] = r
-        return any(r.blocked or (r.state == State.FAILED.value and not ignore_failed) for r in current.values())
+        return any(
+            r.blocked or (r.state == State.FAILED.value and not ignore_failed) for r in current.values()
+        )
 
-    def _domain_order(self, domain_of: dict[str, str], canary: str | None,
-                      order: list[str] | None) -> list[str]:
+    def _domain_order(
+        self, domain_of: dict[str, str], canary: str | None, order: list[str] | None
+    ) -> list[str]:
         """Every domain starts only after the previous one (canary first) is entirely done."""
         sequence = order or ([canary] if canary else [])
         violations = []
@@ -145,10 +174,13 @@ class RolloutRecorder:
             if not members or not all(n in done_rv for n in members):
                 continue
             finished = max(done_rv[n] for n in members)
-            later = set(sequence[i + 1:]) if order else {d for d in domain_of.values() if d != domain}
+            later = set(sequence[i + 1 :]) if order else {d for d in domain_of.values() if d != domain}
             early = [s for s in self.starts() if domain_of.get(s.node) in later and s.rv < finished]
-            violations += [f"rv {s.rv}: {s.node} (domain {domain_of[s.node]}) started before domain {domain} "
-                           f"finished (rv {finished})" for s in early]
+            violations += [
+                f"rv {s.rv}: {s.node} (domain {domain_of[s.node]}) started before domain {domain} "
+                f"finished (rv {finished})"
+                for s in early
+            ]
         return violations
 
     def _pdb_bypass(self) -> list[str]:
@@ -162,4 +194,3 @@ class RolloutRecorder:
             elif req.verb == "delete" and req.resource == "pods" and key in refused:
                 violations.append(f"request {req.seq}: pod {key} deleted after a PDB refused its eviction")
         return violations
-

@@ -13,7 +13,9 @@ JSON_PATCH = "application/json-patch+json"
 APPLY = "application/apply-patch+yaml"
 
 # Lists that strategic merge merges element-wise, by field name: the ones this controller and
-# kubectl touch (containers, conditions, taints, volumes, ...). Other lists are replaced.
+# kubectl touch (containers, conditions, volumes, ...). Other lists are replaced, as the real
+# server replaces atomic lists: a node's `spec.taints`, a pod's `tolerations` and
+# `containerStatuses` have no patch strategy, so a patch carrying one taint drops the others.
 MERGE_KEYS = {
     "containers": "name",
     "initContainers": "name",
@@ -23,12 +25,11 @@ MERGE_KEYS = {
     "env": "name",
     "ports": "containerPort",
     "conditions": "type",
-    "taints": "key",
-    "tolerations": "key",
     "ownerReferences": "uid",
     "imagePullSecrets": "name",
-    "containerStatuses": "name",
 }
+# Lists of scalars with patchStrategy merge: a patch adds to them instead of replacing them.
+PRIMITIVE_MERGE = frozenset({"finalizers"})
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -54,6 +55,8 @@ def strategic_merge_patch(target: Any, patch: Any, field: str = "") -> Any:
     if not isinstance(patch, dict):
         if isinstance(patch, list) and field in MERGE_KEYS and isinstance(target, list):
             return _merge_list(target, patch, MERGE_KEYS[field])
+        if isinstance(patch, list) and field in PRIMITIVE_MERGE and isinstance(target, list):
+            return [*target, *(v for v in patch if v not in target)]
         return copy.deepcopy(patch)
     if patch.get("$patch") == "replace":
         return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
@@ -106,19 +109,33 @@ def _pointer(path: str) -> list[str]:
     return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
 
 
+def _missing(parts: list[str]) -> ApiError:
+    return ApiError(
+        422,
+        f"the server rejected our request due to an error in our request: "
+        f"path /{'/'.join(parts)} does not exist",
+    )
+
+
+def _index(items: list[Any], part: str, parts: list[str], insert: bool = False) -> int:
+    """A JSON pointer's array index: digits only, in range (one past the end to insert)."""
+    if not part.isdigit() or (part != "0" and part.startswith("0")):
+        raise _missing(parts)
+    index = int(part)
+    if index > len(items) or (index == len(items) and not insert):
+        raise _missing(parts)
+    return index
+
+
 def _container(doc: Any, parts: list[str]) -> Any:
     current = doc
-    for part in parts:
+    for i, part in enumerate(parts):
         if isinstance(current, list):
-            current = current[int(part)]
+            current = current[_index(current, part, parts[: i + 1])]
         elif isinstance(current, dict) and part in current:
             current = current[part]
         else:
-            raise ApiError(
-                422,
-                f"the server rejected our request due to an error in our request: "
-                f"path /{'/'.join(parts)} does not exist",
-            )
+            raise _missing(parts[: i + 1])
     return current
 
 
@@ -133,34 +150,46 @@ def json_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
         parent = _container(result, parts[:-1])
         last = parts[-1]
         if kind == "test":
-            actual = parent[int(last)] if isinstance(parent, list) else parent.get(last)
+            if isinstance(parent, list):
+                actual = parent[_index(parent, last, parts)]
+            elif isinstance(parent, dict) and last in parent:
+                actual = parent[last]
+            else:
+                raise _missing(parts)
             if actual != op.get("value"):
                 raise ApiError(
                     422,
                     f"the server rejected our request due to an error in our request: "
-                    f"testing value /{'/'.join(parts)} failed",
+                    f"testing value {op.get('path')} failed",
                 )
         elif kind == "remove":
-            try:
-                del parent[int(last) if isinstance(parent, list) else last]
-            except (KeyError, IndexError) as exc:
-                raise ApiError(422, f"unable to remove nonexistent key: {last}") from exc
+            if isinstance(parent, list):
+                del parent[_index(parent, last, parts)]
+            elif isinstance(parent, dict) and last in parent:
+                del parent[last]
+            else:
+                raise ApiError(422, f"unable to remove nonexistent key: {last}")
         elif kind in ("add", "replace", "copy", "move"):
             if kind in ("copy", "move"):
                 source = _pointer(op.get("from", ""))
                 value = copy.deepcopy(_container(result, source))
                 if kind == "move":
                     src_parent = _container(result, source[:-1])
-                    del src_parent[int(source[-1]) if isinstance(src_parent, list) else source[-1]]
+                    if isinstance(src_parent, list):
+                        del src_parent[_index(src_parent, source[-1], source)]
+                    else:
+                        del src_parent[source[-1]]
             else:
                 value = copy.deepcopy(op.get("value"))
             if isinstance(parent, list):
-                if last == "-":
+                if last == "-" and kind != "replace":
                     parent.append(value)
                 elif kind == "replace":
-                    parent[int(last)] = value
+                    parent[_index(parent, last, parts)] = value
                 else:
-                    parent.insert(int(last), value)
+                    parent.insert(_index(parent, last, parts, insert=True), value)
+            elif not isinstance(parent, dict):
+                raise _missing(parts)
             else:
                 if kind == "replace" and last not in parent:
                     raise ApiError(422, f"replace operation does not apply: doc is missing key: {last}")

@@ -60,7 +60,7 @@ def driver_tag(version: str, kernel: str, os_tag: str = OS_TAG) -> str:
     return f"{version.split('.')[0]}-{kernel}-{os_tag}"
 
 
-def _node(name: str, zone: str, kernel: str, product: str, index: int) -> Obj:
+def node_object(name: str, zone: str, kernel: str, product: str, index: int) -> Obj:
     major, minor, rev = OLD_DRIVER.split(".")
     kmaj, kmin, krest = kernel.split(".", 2)
     return {
@@ -120,7 +120,7 @@ def _node(name: str, zone: str, kernel: str, product: str, index: int) -> Obj:
     }
 
 
-def _driver_ds(kernel: str, version: str) -> Obj:
+def driver_daemonset(kernel: str, version: str) -> Obj:
     name = f"nvidia-driver-daemonset-{kernel}-{OS_TAG}"
     labels = {"app": "nvidia-driver-daemonset", "nvidia.com/precompiled": "true"}
     return {
@@ -133,12 +133,12 @@ def _driver_ds(kernel: str, version: str) -> Obj:
                 }
             },
             "updateStrategy": {"type": "OnDelete"},
-            "template": _driver_template(kernel, version),
+            "template": driver_template(kernel, version),
         },
     }
 
 
-def _driver_template(kernel: str, version: str) -> Obj:
+def driver_template(kernel: str, version: str) -> Obj:
     return {
         "metadata": {
             "labels": {
@@ -188,7 +188,7 @@ def _validator_ds() -> Obj:
     }
 
 
-def _pod(
+def pod_object(
     name: str,
     node: str,
     labels: dict[str, str],
@@ -263,7 +263,7 @@ class _Builder:
             zone = ZONES[i * len(ZONES) // self.count]
             name = f"gpu-{zone[-1]}-{len(self.info.domains[zone]) + 1:02d}"
             kernel = UNBUILT_KERNEL if i == odd_kernel_node else KERNELS[i % len(KERNELS)]
-            self.c.create("nodes", _node(name, zone, kernel, PRODUCTS[(i // 2) % len(PRODUCTS)], i))
+            self.c.create("nodes", node_object(name, zone, kernel, PRODUCTS[(i // 2) % len(PRODUCTS)], i))
             self.info.nodes.append(name)
             self.info.domains[zone].append(name)
             self.kernels[name] = kernel
@@ -274,7 +274,7 @@ class _Builder:
     def operator(self) -> None:
         ds_type = self.c.type("daemonsets", "apps")
         for kernel in sorted(set(self.kernels.values())):
-            ds = self.c.create("daemonsets", _driver_ds(kernel, OLD_DRIVER), OPERATOR_NS, "apps")
+            ds = self.c.create("daemonsets", driver_daemonset(kernel, OLD_DRIVER), OPERATOR_NS, "apps")
             self.info.driver_daemonsets.append(ds["metadata"]["name"])
             for node, k in self.kernels.items():
                 if k == kernel:
@@ -285,7 +285,7 @@ class _Builder:
         # The new driver is rolled into the DaemonSets; OnDelete leaves every node on the old one.
         for name in self.info.driver_daemonsets:
             kernel = name.removeprefix("nvidia-driver-daemonset-").removesuffix(f"-{OS_TAG}")
-            patch = {"spec": {"template": _driver_template(kernel, NEW_DRIVER)}}
+            patch = {"spec": {"template": driver_template(kernel, NEW_DRIVER)}}
             self.c.store.patch(ds_type, OPERATOR_NS, name, "application/merge-patch+json", patch)
 
     def workloads(self) -> None:
@@ -298,7 +298,7 @@ class _Builder:
         for i, node in enumerate(self.info.nodes):
             if i % 3 != 2:
                 self._add(
-                    _pod(
+                    pod_object(
                         f"llm-pretrain-{i}",
                         node,
                         {"app": "llm-pretrain"},
@@ -310,7 +310,7 @@ class _Builder:
                     "ml-training",
                 )
             self._add(
-                _pod(
+                pod_object(
                     f"triton-{i}",
                     node,
                     {"app": "triton"},
@@ -322,7 +322,7 @@ class _Builder:
                 "inference",
             )
             self._add(
-                _pod(
+                pod_object(
                     f"api-gateway-{i}",
                     node,
                     {"app": "api-gateway"},
@@ -417,7 +417,7 @@ def _pdb_blocked(b: _Builder) -> None:
     node = b.info.domains[ZONES[0]][0]
     b._pdb("ml-training", "critical-finetune", {"app": "critical-finetune"}, min_available=1)
     b._add(
-        _pod(
+        pod_object(
             "critical-finetune-0",
             node,
             {"app": "critical-finetune"},

@@ -24,11 +24,12 @@ from upgrader.core.selectors import (
     parse_label_selector,
 )
 from upgrader.sim import errors
-from upgrader.sim.clock import Clock, RealClock, rfc3339
+from upgrader.sim.clock import Clock, RealClock, parse_rfc3339, rfc3339
 from upgrader.sim.patch import apply_patch
 from upgrader.sim.registry import Registry, ResourceType
 from upgrader.sim.scheduler import Scheduler
 from upgrader.sim.watch import Change, Watcher
+from upgrader.sim.wire import fill_wire_defaults
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped
@@ -37,6 +38,8 @@ Reactor = Callable[[Change], None]
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 HISTORY_LIMIT = 200_000
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# Resources whose DELETE answers with the object (ReturnDeletedObject); the rest answer a Status.
+RETURN_DELETED_OBJECT = frozenset({"pods", "serviceaccounts", "services"})
 
 
 @dataclass
@@ -165,7 +168,9 @@ class Store:
                 next_key = key
             rv = str(self._rv)
         if limit and remaining and next_key is not None:
-            return ListResult(items, rv, _encode_continue(rv, next_key), remaining)
+            # With a selector the real server cannot count what is left, and leaves the field unset.
+            counted = None if label_selector or field_selector else remaining
+            return ListResult(items, rv, _encode_continue(rv, next_key), counted)
         return ListResult(items, rv)
 
     # ----- writes ---------------------------------------------------------------------------
@@ -240,7 +245,9 @@ class Store:
         with self.lock:
             current = self.get(rtype, namespace, name)
             patched = apply_patch(content_type, current, patch)
-            wanted = (patch.get("metadata") or {}).get("resourceVersion") if isinstance(patch, dict) else None
+            # A resourceVersion the patch leaves in the object is a precondition, whichever patch
+            # format put it there (merge, strategic, or a JSON patch `replace`).
+            wanted = (patched.get("metadata") or {}).get("resourceVersion")
             if wanted and wanted != current["metadata"]["resourceVersion"]:
                 raise errors.conflict(rtype.plural, rtype.group, name)
             return self._write_over(rtype, current, patched, subresource)
@@ -305,15 +312,14 @@ class Store:
         with self.lock:
             current = self.get(rtype, namespace, name)
             cur_meta = current["metadata"]
-            for field in ("uid", "resourceVersion"):
+            for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
                 want = (preconditions or {}).get(field)
                 if want and want != cur_meta.get(field):
                     raise errors.precondition_failed(
                         rtype.plural,
                         rtype.group,
                         name,
-                        f"{field}: {want}, {'UID' if field == 'uid' else 'ResourceVersion'} in "
-                        f"object meta: {cur_meta.get(field)}",
+                        f"{label} in precondition: {want}, {label} in object meta: {cur_meta.get(field)}",
                     )
             if rtype.kind == "Pod":
                 grace = _pod_grace(current, grace_seconds)
@@ -322,20 +328,22 @@ class Store:
             self.remove(rtype, current)
             if propagation != "Orphan":
                 self._collect_dependents(cur_meta["uid"])
-            return current
+            return current if rtype.plural in RETURN_DELETED_OBJECT else _deleted_status(rtype, cur_meta)
 
     def _terminate_gracefully(self, rtype: ResourceType, pod: Obj, grace: int) -> Obj:
         now = self.clock.now()
         m = pod["metadata"]
-        if m.get("deletionTimestamp") and m.get("deletionGracePeriodSeconds", grace) <= grace:
-            return pod  # already terminating at least as fast
-
-        def start(p: Obj) -> None:
-            p["metadata"]["deletionTimestamp"] = rfc3339(now + grace)
-            p["metadata"]["deletionGracePeriodSeconds"] = grace
+        started = now
+        if m.get("deletionTimestamp"):
+            old_grace = int(m.get("deletionGracePeriodSeconds", grace))
+            if old_grace <= grace:
+                return pod  # already terminating at least as fast
+            # Only a shorter grace period may be given; it counts from the first deletion request.
+            started = parse_rfc3339(m["deletionTimestamp"]) - old_grace
 
         updated = copy.deepcopy(pod)
-        start(updated)
+        updated["metadata"]["deletionTimestamp"] = rfc3339(started + grace)
+        updated["metadata"]["deletionGracePeriodSeconds"] = grace
         key = self._key(rtype, m.get("namespace"), m["name"])
         self._commit(rtype, key, pod, updated)
         uid = m["uid"]
@@ -346,7 +354,7 @@ class Store:
                 self.remove(rtype, gone)
                 self._collect_dependents(uid)
 
-        self.scheduler.after(grace, f"terminate pod {m.get('namespace')}/{m['name']}", finish)
+        self.scheduler.after(started + grace - now, f"terminate pod {m.get('namespace')}/{m['name']}", finish)
         return updated
 
     def remove(self, rtype: ResourceType, obj: Obj) -> None:
@@ -381,6 +389,7 @@ class Store:
             change = Change(self._rv, "DELETED", rtype.key, old, gone)
         else:
             new["metadata"]["resourceVersion"] = str(self._rv)
+            fill_wire_defaults(rtype.kind, new)
             if old is None:
                 self._sorted.pop(rtype.key, None)
             bucket[key] = new
@@ -481,6 +490,14 @@ class Store:
                 set_time(max(due, self.clock.now()))
                 self.run_due()
             set_time(target)
+
+
+def _deleted_status(rtype: ResourceType, m: Obj) -> Obj:
+    """What a DELETE answers for most resources: a Status naming what went (kind is the plural)."""
+    details: Obj = {"name": m["name"], "kind": rtype.plural, "uid": m.get("uid", "")}
+    if rtype.group:
+        details["group"] = rtype.group
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
 
 
 def _pod_grace(pod: Obj, requested: int | None) -> int:

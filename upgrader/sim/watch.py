@@ -52,12 +52,16 @@ class Watcher:
         if change.key != self.key:
             return
         if change.type == "DELETED":
-            event = "DELETED" if self._matches(change.new) else None
-        else:
-            was, now = self._matches(change.old), self._matches(change.new)
-            event = "MODIFIED" if was and now else "ADDED" if now else "DELETED" if was else None
-        if event:
-            self.push(event, change.new)
+            if self._matches(change.new):
+                self.push("DELETED", change.new)
+            return
+        was, now = self._matches(change.old), self._matches(change.new)
+        if now:
+            self.push("MODIFIED" if was else "ADDED", change.new)
+        elif was and change.old is not None:
+            # Leaving the selection: the API server sends the previous content (which still
+            # matched) with the new resourceVersion.
+            self.push("DELETED", _with_resource_version(change.old, change.rv))
 
     def push(self, event: str, obj: dict[str, Any]) -> None:
         with self._cond:
@@ -82,3 +86,7 @@ class Watcher:
         with self._cond:
             self.closed = True
             self._cond.notify_all()
+
+
+def _with_resource_version(obj: dict[str, Any], rv: int) -> dict[str, Any]:
+    return {**obj, "metadata": {**(obj.get("metadata") or {}), "resourceVersion": str(rv)}}

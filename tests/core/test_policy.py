@@ -1,0 +1,413 @@
+"""The upgrade policy: GPU Operator defaults and keys, and one-line errors for bad files."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from upgrader.config import ConfigError, load_policy
+from upgrader.core.policy import OnBlockedTimeout, OnNodeFailure, Policy, policy_from_mapping
+
+
+def write(tmp_path: Path, text: str, name: str = "policy.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def load_error(tmp_path: Path, text: str) -> str:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_policy(path)
+    message = str(err.value)
+    assert len(message.splitlines()) == 1, message
+    assert message.startswith(f"policy {path}: ")
+    return message.removeprefix(f"policy {path}: ")
+
+
+# ----- defaults and accepted forms -----------------------------------------------------------------
+
+
+def test_defaults_match_the_gpu_operator() -> None:
+    p = Policy()
+    assert p.model_dump(
+        by_alias=True,
+        include={
+            "auto_upgrade",
+            "max_parallel_upgrades",
+            "max_unavailable",
+            "wait_for_completion",
+            "gpu_pod_deletion",
+            "drain",
+        },
+    ) == {
+        "autoUpgrade": True,
+        "maxParallelUpgrades": 1,
+        "maxUnavailable": "25%",
+        "waitForCompletion": {"podSelector": "", "timeoutSeconds": 0},
+        "gpuPodDeletion": {"force": False, "timeoutSeconds": 300, "deleteEmptyDir": False},
+        "drain": {
+            "enable": False,
+            "force": False,
+            "podSelector": "",
+            "timeoutSeconds": 300,
+            "deleteEmptyDir": False,
+        },
+    }
+
+
+def test_upgrader_additions_have_safe_defaults() -> None:
+    p = Policy()
+    assert p.on_blocked_timeout is OnBlockedTimeout.HALT
+    assert p.on_node_failure is OnNodeFailure.HALT
+    assert (p.validation.pod_selector, p.validation.timeout_seconds) == ("app=nvidia-operator-validator", 600)
+    assert p.pod_restart.timeout_seconds == 600
+    assert (
+        p.failure_domains.label_key,
+        p.failure_domains.order,
+        p.failure_domains.canary,
+        p.failure_domains.soak_seconds,
+    ) == ("topology.kubernetes.io/zone", (), None, 0)
+
+
+@pytest.mark.parametrize(
+    "text", ["", "# nothing but a comment\n", "{}\n", "upgradePolicy:\n", "driver:\n  upgradePolicy:\n"]
+)
+def test_an_empty_policy_file_is_the_defaults(tmp_path: Path, text: str) -> None:
+    assert load_policy(write(tmp_path, text)) == Policy()
+
+
+def test_no_file_is_the_defaults() -> None:
+    assert load_policy(None) == Policy()
+
+
+OPERATOR_BLOCK = """\
+autoUpgrade: true
+maxParallelUpgrades: 3
+maxUnavailable: 50%
+waitForCompletion:
+  timeoutSeconds: 900
+  podSelector: app=training
+podDeletion:
+  force: true
+  timeoutSeconds: 120
+  deleteEmptyDir: true
+drain:
+  enable: true
+  force: false
+  podSelector: gpu-workload=true
+  timeoutSeconds: 600
+  deleteEmptyDir: false
+"""
+
+
+def _indent(text: str, by: int) -> str:
+    return "".join(" " * by + line + "\n" for line in text.splitlines())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        OPERATOR_BLOCK,
+        "upgradePolicy:\n" + _indent(OPERATOR_BLOCK, 2),
+        "driver:\n  upgradePolicy:\n" + _indent(OPERATOR_BLOCK, 4),
+    ],
+    ids=["bare", "upgradePolicy", "driver.upgradePolicy"],
+)
+def test_a_pasted_operator_block_loads(tmp_path: Path, text: str) -> None:
+    p = load_policy(write(tmp_path, text))
+    assert p.max_parallel_upgrades == 3
+    assert p.max_unavailable == "50%"
+    assert (p.wait_for_completion.timeout_seconds, p.wait_for_completion.pod_selector) == (
+        900,
+        "app=training",
+    )
+    assert (
+        p.gpu_pod_deletion.force,
+        p.gpu_pod_deletion.timeout_seconds,
+        p.gpu_pod_deletion.delete_empty_dir,
+    ) == (True, 120, True)
+    assert (p.drain.enable, p.drain.pod_selector, p.drain.timeout_seconds) == (True, "gpu-workload=true", 600)
+
+
+@pytest.mark.parametrize("key", ["podDeletion", "gpuPodDeletion"])
+def test_pod_deletion_is_an_alias_of_gpu_pod_deletion(key: str) -> None:
+    p = policy_from_mapping({key: {"force": True, "timeoutSeconds": 60, "deleteEmptyDir": True}})
+    assert (
+        p.gpu_pod_deletion.force,
+        p.gpu_pod_deletion.timeout_seconds,
+        p.gpu_pod_deletion.delete_empty_dir,
+    ) == (True, 60, True)
+    assert p.model_dump(by_alias=True)["gpuPodDeletion"]["timeoutSeconds"] == 60
+
+
+def test_upgrader_keys_load(tmp_path: Path) -> None:
+    p = load_policy(
+        write(
+            tmp_path,
+            """\
+failureDomains:
+  labelKey: example.com/rack
+  order: [r2, r1]
+  canary: r3
+  soakSeconds: 1800
+validation: {podSelector: "app=validator", timeoutSeconds: 120}
+podRestart: {timeoutSeconds: 300}
+onBlockedTimeout: fail
+onNodeFailure: continue
+""",
+        )
+    )
+    assert p.failure_domains.order == ("r2", "r1")
+    assert (p.failure_domains.label_key, p.failure_domains.canary, p.failure_domains.soak_seconds) == (
+        "example.com/rack",
+        "r3",
+        1800,
+    )
+    assert p.on_blocked_timeout is OnBlockedTimeout.FAIL
+    assert p.on_node_failure is OnNodeFailure.CONTINUE
+    assert (p.validation.timeout_seconds, p.pod_restart.timeout_seconds) == (120, 300)
+
+
+@pytest.mark.parametrize(
+    ("value", "total", "nodes"),
+    [
+        ("25%", 6, 2),  # 1.5 rounds up
+        ("25%", 4, 1),
+        ("25%", 5, 2),
+        ("25%", 1, 1),
+        ("25%", 0, 1),  # never 0: at least one node
+        ("1%", 1000, 10),
+        ("1%", 3, 1),
+        ("33%", 10, 4),  # 3.3 rounds up
+        ("50%", 7, 4),
+        ("100%", 7, 7),
+        (" 10% ", 10, 1),
+        (2, 10, 2),
+        ("3", 10, 3),  # a number as a string is a number
+        (20, 10, 20),  # a count is not capped by the fleet
+    ],
+)
+def test_max_unavailable_scaling(value: Any, total: int, nodes: int) -> None:
+    assert policy_from_mapping({"maxUnavailable": value}).max_unavailable_nodes(total) == nodes
+
+
+@given(st.integers(1, 100), st.integers(0, 5000))
+def test_percent_scaling_rounds_up_and_is_at_least_one(pct: int, total: int) -> None:
+    n = policy_from_mapping({"maxUnavailable": f"{pct}%"}).max_unavailable_nodes(total)
+    assert n >= 1
+    assert n * 100 >= pct * total  # never below the share asked for
+    assert n == 1 or (n - 1) * 100 < pct * total  # and not a whole node above it
+
+
+# ----- bad input: one line naming the field ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("maxParallel: 3\n", "maxParallel: unknown key"),
+        ("drain:\n  enabled: true\n", "drain.enabled: unknown key"),
+        ("upgradePolicy:\n  drain:\n    enabled: true\n", "drain.enabled: unknown key"),
+        ("maxParallelUpgrades: many\n", "maxParallelUpgrades: Input should be a valid integer"),
+        ("maxParallelUpgrades: -1\n", "maxParallelUpgrades: Input should be greater than or equal to 0"),
+        ("drain:\n  enable: maybe\n", "drain.enable: Input should be a valid boolean"),
+        ("drain: true\n", "drain: Input should be a valid dictionary or instance of Drain"),
+        ("drain:\n  timeoutSeconds: 1.5\n", "drain.timeoutSeconds: Input should be a valid integer"),
+        (
+            "gpuPodDeletion:\n  timeoutSeconds: -1\n",
+            "gpuPodDeletion.timeoutSeconds: Input should be greater than or equal to 0",
+        ),
+        (
+            "podDeletion:\n  timeoutSeconds: -5\n",
+            "podDeletion.timeoutSeconds: Input should be greater than or equal to 0",
+        ),
+        (
+            "waitForCompletion:\n  timeoutSeconds: -1\n",
+            "waitForCompletion.timeoutSeconds: Input should be greater than or equal to 0",
+        ),
+        (
+            "drain:\n  timeoutSeconds: -300\n",
+            "drain.timeoutSeconds: Input should be greater than or equal to 0",
+        ),
+        (
+            "validation:\n  timeoutSeconds: 0\n",
+            "validation.timeoutSeconds: Input should be greater than or equal to 1",
+        ),
+        (
+            "maxUnavailable: abc\n",
+            "maxUnavailable: must be a number of nodes or a percentage like \"25%\", got 'abc'",
+        ),
+        ("maxUnavailable: 0%\n", "maxUnavailable: percentage must be between 1% and 100%, got 0%"),
+        ("maxUnavailable: 150%\n", "maxUnavailable: percentage must be between 1% and 100%, got 150%"),
+        ("maxUnavailable: 0\n", "maxUnavailable: must be at least 1 (0 would never start a node), got 0"),
+        ("maxUnavailable: -2\n", "maxUnavailable: must be at least 1 (0 would never start a node), got -2"),
+        (
+            "maxUnavailable: 1.5\n",
+            'maxUnavailable: must be a number of nodes or a percentage like "25%", got 1.5',
+        ),
+        ("maxUnavailable: true\n", 'maxUnavailable: must be a number of nodes or a percentage like "25%"'),
+        (
+            "maxUnavailable: 25 %\n",
+            "maxUnavailable: must be a number of nodes or a percentage like \"25%\", got '25 %'",
+        ),
+        (
+            "waitForCompletion:\n  podSelector: 'app in (a'\n",
+            "waitForCompletion.podSelector: invalid label selector 'app in (a': cannot parse 'app in (a'",
+        ),
+        (
+            "drain:\n  podSelector: a=b=c\n",
+            "drain.podSelector: invalid label selector 'a=b=c': cannot parse 'a=b=c'",
+        ),
+        (
+            "validation:\n  podSelector: 'app=,'\n",
+            "validation.podSelector: invalid label selector 'app=,': empty requirement",
+        ),
+        ("onBlockedTimeout: explode\n", "onBlockedTimeout: Input should be 'halt' or 'fail'"),
+        ("onNodeFailure: ignore\n", "onNodeFailure: Input should be 'halt' or 'continue'"),
+        (
+            "failureDomains:\n  order: [a, b, a]\n",
+            "failureDomains: failureDomains.order lists a domain twice",
+        ),
+        (
+            "failureDomains:\n  soakSeconds: -60\n",
+            "failureDomains.soakSeconds: Input should be greater than or equal to 0",
+        ),
+        (
+            "failureDomains:\n  labelKey: ''\n",
+            "failureDomains.labelKey: String should have at least 1 character",
+        ),
+        ("maxParallelUpgrades: [1\n", "not valid YAML at line 2"),
+        ("drain:\n\tenable: true\n", "not valid YAML at line 2"),
+        ("- maxParallelUpgrades: 1\n", "policy must be a mapping of upgradePolicy keys"),
+        ("just a string\n", "policy must be a mapping of upgradePolicy keys"),
+        (
+            "upgradePolicy:\n  - maxParallelUpgrades: 1\n",
+            "(top level): Input should be a valid dictionary or instance of Policy",
+        ),
+        (
+            "maxParallelUpgrades: -1\nfoo: 1\n",
+            "maxParallelUpgrades: Input should be greater than or equal to 0 (and 1 more problems)",
+        ),
+    ],
+)
+def test_bad_policy_is_one_line_naming_the_field(tmp_path: Path, text: str, message: str) -> None:
+    assert load_error(tmp_path, text) == message
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("maxParallelUpgrades: true\n", "maxParallelUpgrades"),
+        ("gpuPodDeletion:\n  timeoutSeconds: true\n", "gpuPodDeletion.timeoutSeconds"),
+        ("waitForCompletion:\n  timeoutSeconds: false\n", "waitForCompletion.timeoutSeconds"),
+        ("drain:\n  enable: 1\n", "drain.enable"),
+        ("gpuPodDeletion:\n  force: 'yes please'\n", "gpuPodDeletion.force"),
+        ("gpuPodDeletion:\n  deleteEmptyDir: 'true'\n", "gpuPodDeletion.deleteEmptyDir"),
+        ("podRestart:\n  timeoutSeconds: '600'\n", "podRestart.timeoutSeconds"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_not_coerced(tmp_path: Path, text: str, field: str) -> None:
+    # `timeoutSeconds: false` must not quietly become 0 (wait forever), nor `true` one second.
+    assert load_error(tmp_path, text).startswith(f"{field}: Input should be a valid ")
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = str(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match=r"^policy .*nope\.yaml: no such file$"):
+        load_policy(path)
+
+
+def test_a_directory_is_not_a_policy_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r": no such file$"):
+        load_policy(str(tmp_path))
+
+
+def test_a_file_that_is_not_text(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_bytes(b"\xff\xfe\x00\x81")
+    with pytest.raises(ConfigError) as err:
+        load_policy(str(path))
+    assert str(err.value) == f"policy {path}: not valid YAML"
+
+
+def test_an_unreadable_file_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path, "maxParallelUpgrades: 2\n")
+
+    def refuse(self: Path, *args: Any, **kwargs: Any) -> str:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_text", refuse)
+    with pytest.raises(ConfigError) as err:
+        load_policy(path)
+    assert str(err.value) == f"policy {path}: cannot read: Permission denied"
+
+
+@pytest.mark.parametrize(
+    "key",
+    ['"bad\\nkey"', '"tab\\there"', '"line\\u2028sep"', '"cr\\rlf"'],
+)
+def test_an_unknown_key_with_a_line_break_still_gives_one_line(tmp_path: Path, key: str) -> None:
+    message = load_error(tmp_path, f"{key}: 1\n")
+    assert message.endswith(": unknown key")
+
+
+# ----- property: any mapping either loads or is refused in one line ----------------------------------
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-10, 10**6),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+    st.sampled_from(["25%", "0%", "101%", "app=x", "app in (", "halt", "fail"]),
+)
+_keys = st.one_of(
+    st.sampled_from(
+        [
+            "maxParallelUpgrades",
+            "maxUnavailable",
+            "autoUpgrade",
+            "drain",
+            "podDeletion",
+            "gpuPodDeletion",
+            "waitForCompletion",
+            "failureDomains",
+            "timeoutSeconds",
+            "force",
+            "enable",
+            "podSelector",
+            "order",
+            "canary",
+            "onBlockedTimeout",
+            "upgradePolicy",
+        ]
+    ),
+    st.text(max_size=8),
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_keys, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(_keys, _values, max_size=5))
+def test_any_mapping_loads_or_is_refused_in_one_line(data: dict[str, Any]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "p.yaml"
+        path.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+        try:
+            loaded = load_policy(str(path))
+        except ConfigError as exc:
+            assert len(str(exc).splitlines()) == 1, str(exc)
+            assert str(exc).startswith(f"policy {path}: ")
+        else:
+            assert isinstance(loaded, Policy)

@@ -1,0 +1,174 @@
+"""`upgrader compat`: the verdict on stdout, exit 0 admitted / 1 refused / 2 usage, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from upgrader.cli import main
+
+BACKWARD = "admitted: backward compatibility (driver 550.90.07 >= 525, the upper bound of the CUDA 11 window)"
+
+
+def compat(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["compat", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "starts", "words"),
+    [
+        (["--driver", "550.90.07", "--cuda", "11.8"], 0, BACKWARD, ()),
+        (["--driver", "580.65.06", "--cuda", "12.4", "--ptx-jit"], 0, "admitted: backward compatibility", ()),
+        (
+            ["--driver", "525", "--cuda", "12.0"],
+            0,
+            "admitted: minor-version compatibility",
+            ("at or above 525",),
+        ),
+        (
+            ["--driver", "535.104.05", "--cuda", "12.4", "--ptx-jit"],
+            1,
+            "refused: ",
+            ("PTX JIT is not covered",),
+        ),
+        (["--driver", "590.1", "--cuda", "13.0"], 0, "admitted: minor-version", ("no upper bound",)),
+        (["--driver", "590.1", "--cuda", "13.0", "--ptx-jit"], 1, "refused: ", ("PTX JIT",)),
+        (
+            ["--driver", "470.57.02", "--cuda", "12.2", "--forward-compat", "--fc-eligible"],
+            0,
+            "admitted: forward compatibility",
+            ("below 525",),
+        ),
+        (
+            ["--driver", "470.57.02", "--cuda", "12.2", "--fc-eligible"],
+            1,
+            "refused: ",
+            ("cuda-compat package",),
+        ),
+        (
+            ["--driver", "470.57.02", "--cuda", "12.2", "--forward-compat"],
+            1,
+            "refused: ",
+            ("hardware eligible",),
+        ),
+        (
+            ["--driver", "440.33", "--cuda", "12.2", "--forward-compat", "--fc-eligible"],
+            1,
+            "refused: ",
+            ("host branch >= 450",),
+        ),
+        (
+            ["--driver", "525.60.11", "--cuda", "12.0", "--floor", "12=525.60.13"],
+            1,
+            "refused: driver 525.60.11 is below 525.60.13, the pinned floor",
+            (),
+        ),
+        (
+            ["--driver", "525.60.13", "--cuda", "12.0", "--floor", "12=525.60.13"],
+            0,
+            "admitted: minor-version",
+            (),
+        ),
+        (
+            ["--driver", "525.60.13", "--cuda", "11.8", "--floor", "12=525.60.13", "--floor", "11=470"],
+            0,
+            "admitted: backward",
+            (),
+        ),
+        (["--driver", "550", "--cuda", "14.0"], 1, "refused: no compatibility rule recorded for CUDA 14", ()),
+        (["--driver", "550", "--cuda", "10.2"], 1, "refused: no compatibility rule recorded for CUDA 10", ()),
+        # a malformed driver or CUDA version is a refusal, not a usage error
+        (["--driver", "abc", "--cuda", "12.4"], 1, "refused: cannot read the driver version", ("'abc'",)),
+        (["--driver", "", "--cuda", "12.4"], 1, "refused: cannot read the driver version", ("empty",)),
+        (["--driver=-1", "--cuda", "12.4"], 1, "refused: cannot read the driver version", ("'-1'",)),
+        (["--driver", "525..1", "--cuda", "12.4"], 1, "refused: ", ("empty component",)),
+        (["--driver", "550 ", "--cuda", "12.4"], 1, "refused: ", ("whitespace",)),
+        (["--driver", "550", "--cuda", "twelve"], 1, "refused: cannot read the CUDA version", ("'twelve'",)),
+    ],
+)
+def test_compat_prints_the_verdict(
+    capsys: pytest.CaptureFixture[str], argv: list[str], code: int, starts: str, words: tuple[str, ...]
+) -> None:
+    got, out, err = compat(capsys, *argv)
+    assert (got, err) == (code, "")
+    assert out.endswith("\n") and out.count("\n") == 1, out
+    assert out.startswith(starts), out
+    for word in words:
+        assert word in out, out
+
+
+def test_the_documented_example_is_exact(capsys: pytest.CaptureFixture[str]) -> None:
+    assert compat(capsys, "--driver", "550.90.07", "--cuda", "11.8") == (0, BACKWARD + "\n", "")
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--cuda", "12.4"], "the following arguments are required: --driver"),
+        (["--driver", "550"], "the following arguments are required: --cuda"),
+        (["--driver", "550", "--cuda", "12.4", "--floor", "12"], "floor '12' is not MAJOR=VERSION"),
+        (["--driver", "550", "--cuda", "12.4", "--floor", "12=abc"], "version 'abc' is not a non-negative"),
+        (
+            ["--driver", "550", "--cuda", "12.4", "--floor", "14=600"],
+            "no compatibility rule recorded for CUDA 14",
+        ),
+        (["--driver", "550", "--cuda", "12.4", "--floor", "12=500"], "a pinned floor may only raise it"),
+        (["--driver", "550", "--cuda", "12.4", "--floor", "12=580"], "not below 580"),
+        (["--driver", "550", "--cuda", "12.4", "--ptx-jit=yes"], "--ptx-jit: ignored explicit argument"),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], words: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["compat", *argv])
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 2
+    assert out == ""
+    assert err.startswith("upgrader: error: ") and err.count("\n") == 1, err
+    assert words in err
+
+
+def test_conflicting_floors_are_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--driver", "550", "--cuda", "12.4", "--floor", "12=525.60.13", "--floor", "12=526"]
+    code, out, err = compat(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err == "upgrader: error: argument --floor: floor '12=526': CUDA 12 already has floor 525.60.13\n"
+
+
+def test_help_lists_compat_and_its_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["compat", "--help"])
+    out, _ = capsys.readouterr()
+    assert exit_.value.code == 0
+    for flag in ("--driver", "--cuda", "--ptx-jit", "--forward-compat", "--fc-eligible", "--floor"):
+        assert flag in out
+
+
+UPGRADER = Path(sys.executable).with_name("upgrader")
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "stdout_starts", "stderr_starts"),
+    [
+        (["--driver", "abc", "--cuda", "twelve"], 1, "refused: cannot read the driver version", ""),
+        (["--driver", "550.90.07", "--cuda", "12.4", "--floor", "12=5..x"], 2, "", "upgrader: error: "),
+        (["--driver", "550.90.07", "--cuda", "11.8"], 0, BACKWARD, ""),
+    ],
+)
+def test_installed_command_never_shows_a_traceback(
+    argv: list[str], code: int, stdout_starts: str, stderr_starts: str
+) -> None:
+    assert UPGRADER.exists(), f"the console script is missing at {UPGRADER}"
+    done = subprocess.run(
+        [str(UPGRADER), "compat", *argv], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == code, done
+    assert "Traceback" not in done.stdout + done.stderr
+    assert done.stdout.startswith(stdout_starts)
+    assert done.stderr.startswith(stderr_starts) and done.stderr.count("\n") <= 1, done.stderr

@@ -1,0 +1,73 @@
+"""`upgrader compat`: may a workload built for CUDA R run on a node with driver D? (DOMAIN.md §5)
+
+Prints `admitted: <reason>` or `refused: <reason>`. Exit 0 admitted, 1 refused, 2 usage. Only a
+malformed --floor is a usage error; a malformed --driver or --cuda is a refusal with its reason,
+because the check fails closed rather than raising.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from upgrader.core.compat import check, parse_floors
+
+EXIT_ADMITTED, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+
+
+def _floor_item(text: str) -> str:
+    """Validate one --floor at parse time, so a bad one is argparse's one-line error (exit 2)."""
+    try:
+        parse_floors([text])
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    """Add the `compat` subcommand to the `upgrader` subparsers."""
+    compat = commands.add_parser(
+        "compat",
+        help="may a workload built for CUDA R run on driver D (backward, minor-version, forward compat)",
+        description="Check a driver / CUDA runtime pair against the compatibility rules. "
+        "Exit 0 admitted, 1 refused, 2 usage error.",
+    )
+    compat.add_argument("--driver", required=True, metavar="D", help="node driver version, e.g. 550.90.07")
+    compat.add_argument("--cuda", required=True, metavar="R", help="workload CUDA runtime, e.g. 12.4")
+    compat.add_argument("--ptx-jit", action="store_true", help="the workload JIT-compiles PTX")
+    compat.add_argument(
+        "--forward-compat", action="store_true", help="the workload image ships the cuda-compat package"
+    )
+    compat.add_argument(
+        "--fc-eligible",
+        action="store_true",
+        help="the node's hardware is eligible for forward compatibility (data-centre GPU, ...)",
+    )
+    compat.add_argument(
+        "--floor",
+        action="append",
+        default=[],
+        type=_floor_item,
+        metavar="MAJOR=VERSION",
+        help="pin a patch-level floor, e.g. 12=525.60.13 (repeatable)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the verdict; the exit code says admitted (0), refused (1) or usage error (2)."""
+    try:
+        floors = parse_floors(args.floor or [])
+    except ValueError as exc:  # e.g. two different floors for one major
+        sys.stderr.write(f"upgrader: error: argument --floor: {exc}\n")
+        return EXIT_USAGE
+    verdict = check(
+        args.driver,
+        args.cuda,
+        ptx_jit=args.ptx_jit,
+        forward_compat=args.forward_compat,
+        fc_eligible=args.fc_eligible,
+        floors=floors,
+    )
+    print(f"{'admitted' if verdict.admitted else 'refused'}: {verdict.reason}")
+    return EXIT_ADMITTED if verdict.admitted else EXIT_REFUSED

@@ -1,0 +1,405 @@
+"""`upgrader plan`: what a rollout would do and what would stop it, from the controller's own code.
+
+Waves come from the same scheduler `upgrader run` uses (`schedule.plan_starts`), replayed until
+every node that needs the new driver has a wave; evictions and blockers come from the same step
+selection (`steps`). Pure: the inputs are views, `now` is an argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from upgrader.core.compat import affinity_verdict, workload_verdict
+from upgrader.core.driver_selectors import DriverResource, gpu_nodes, selector_findings
+from upgrader.core.findings import BLOCKING, WARNING, Finding
+from upgrader.core.images import node_image_tag
+from upgrader.core.policy import Policy
+from upgrader.core.profiles import Profile, qualification
+from upgrader.core.rollout import fleet, upgrade_reason
+from upgrader.core.schedule import canary_domain, domain_of, plan_starts
+from upgrader.core.selectors import parse_label_selector
+from upgrader.core.states import IN_PROGRESS, WAS_UNSCHEDULABLE, State
+from upgrader.core.steps import driver_version_label
+from upgrader.core.views import DriverSet, NodeView, PdbView, PodView, Snapshot
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    target_driver: str | None = None  # overrides each DaemonSet's DRIVER_VERSION
+    ledger: frozenset[str] | None = None  # image tags known to exist
+    profiles: Sequence[Profile] | None = None
+    floors: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+
+
+@dataclass
+class NodePlan:
+    name: str
+    domain: str
+    state: str | None
+    action: str  # upgrade | in-progress | up-to-date | failed | skipped | invalid
+    wave: int | None = None
+    current_driver: str | None = None
+    target_driver: str | None = None
+    target_image: str | None = None
+    image_in_ledger: bool | None = None
+    gpu_pods: list[str] = field(default_factory=list)
+    drain_pods: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "domain": self.domain,
+            "wave": self.wave,
+            "state": self.state,
+            "action": self.action,
+            "current_driver": self.current_driver,
+            "target_driver": self.target_driver,
+            "target_image": self.target_image,
+            "image_in_ledger": self.image_in_ledger,
+            "gpu_pods": self.gpu_pods,
+            "drain_pods": self.drain_pods,
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+@dataclass
+class Plan:
+    nodes: list[NodePlan]
+    findings: list[Finding]
+    waves: list[dict[str, Any]]
+    canary: str | None
+    policy: Policy
+
+    @property
+    def blocking(self) -> bool:
+        return any(f.severity == BLOCKING for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "canary_domain": self.canary,
+            "waves": self.waves,
+            "nodes": [n.to_dict() for n in self.nodes],
+            "findings": [f.to_dict() for f in self.findings],
+            "summary": {
+                "nodes": len(self.nodes),
+                "to_upgrade": sum(1 for n in self.nodes if n.action in ("upgrade", "in-progress")),
+                "blocking": sum(1 for f in self.findings if f.severity == BLOCKING),
+                "warnings": sum(1 for f in self.findings if f.severity == WARNING),
+                "max_parallel_upgrades": self.policy.max_parallel_upgrades,
+                "max_unavailable": str(self.policy.max_unavailable),
+                "soak_seconds": self.policy.failure_domains.soak_seconds,
+            },
+        }
+
+
+def build_plan(
+    snapshot: Snapshot,
+    policy: Policy,
+    now: float,
+    options: PlanOptions,
+    driver_resources: Sequence[DriverResource] = (),
+) -> Plan:
+    managed = fleet(snapshot)
+    plans: dict[str, NodePlan] = {}
+    for name in managed.skipped:
+        node = snapshot.nodes[name]
+        plans[name] = NodePlan(name, domain_of(node, policy), _state(node), "skipped")
+    for name, reason in managed.invalid:
+        node = snapshot.nodes[name]
+        plan = NodePlan(
+            name, domain_of(node, policy), node.labels.get("nvidia.com/gpu-driver-upgrade-state"), "invalid"
+        )
+        plan.findings.append(
+            Finding("invalid-node-data", BLOCKING, name, f"{reason}: fix or remove the label")
+        )
+        plans[name] = plan
+    for node in managed.managed:
+        plans[node.name] = _node_plan(snapshot, node, policy, now, options)
+    _assign_waves(
+        [
+            snapshot.nodes[n]
+            for n in plans
+            if plans[n].action in ("upgrade", "in-progress", "up-to-date", "failed")
+        ],
+        plans,
+        policy,
+        now,
+    )
+    findings = [f for p in plans.values() for f in p.findings]
+    for finding in selector_findings(driver_resources, gpu_nodes(snapshot.nodes.values())):
+        findings.append(finding)
+        if finding.node in plans:
+            plans[finding.node].findings.append(finding)
+    findings.sort(key=lambda f: (f.severity != BLOCKING, f.node or "", f.kind))
+    ordered = sorted(plans.values(), key=lambda p: (p.wave is None, p.wave or 0, p.domain, p.name))
+    waves: dict[int, dict[str, Any]] = {}
+    for p in ordered:
+        if p.wave is not None:
+            waves.setdefault(p.wave, {"wave": p.wave, "domain": p.domain, "nodes": []})["nodes"].append(
+                p.name
+            )
+    return Plan(ordered, findings, list(waves.values()), canary_domain(managed.managed, policy), policy)
+
+
+def _state(node: NodeView) -> str | None:
+    return node.state.value if node.state else None
+
+
+def _node_plan(
+    snapshot: Snapshot, node: NodeView, policy: Policy, now: float, options: PlanOptions
+) -> NodePlan:
+    needs = upgrade_reason(snapshot, node) is not None
+    if node.state is State.FAILED:
+        action = "failed"
+    elif node.state in IN_PROGRESS:
+        action = "in-progress"
+    else:
+        action = "upgrade" if needs else "up-to-date"
+    plan = NodePlan(node.name, domain_of(node, policy), _state(node), action)
+    add = plan.findings.append
+    try:
+        plan.current_driver = driver_version_label(node)
+        if plan.current_driver is not None:
+            _check_version(plan.current_driver)
+    except ValueError:
+        add(
+            Finding(
+                "invalid-node-data",
+                BLOCKING,
+                node.name,
+                f"driver version labels nvidia.com/cuda.driver.* read {plan.current_driver!r}: not a version; "
+                "refusing to guess what runs there",
+            )
+        )
+        plan.current_driver = None
+    driver_set = _driver_set(snapshot, node)
+    plan.target_driver = options.target_driver or (driver_set.driver_version if driver_set else None)
+    if action == "failed":
+        add(
+            Finding(
+                "failed-node",
+                WARNING,
+                node.name,
+                "node is upgrade-failed: the rollout halts on it until it is relabelled upgrade-required "
+                "or `upgrader resume` acknowledges it",
+            )
+        )
+    if action not in ("upgrade", "in-progress") or plan.target_driver is None:
+        return plan
+    try:
+        plan.target_image = node_image_tag(node, plan.target_driver)
+    except ValueError as exc:
+        add(Finding("invalid-node-data", BLOCKING, node.name, f"cannot compute the driver image: {exc}"))
+    if plan.target_image and options.ledger is not None:
+        plan.image_in_ledger = plan.target_image in options.ledger
+        if not plan.image_in_ledger:
+            add(
+                Finding(
+                    "missing-driver-image",
+                    BLOCKING,
+                    node.name,
+                    f"no precompiled driver image {plan.target_image} in the ledger: its driver pod would "
+                    "fail to pull and its GPUs drop out; build and push that image first",
+                )
+            )
+    pods = snapshot.node_pods.get(node.name, [])
+    gpu_pods = [p for p in pods if p.gpus > 0 and not p.terminal and not p.mirror]
+    drain_pods = _drain_pods(pods, policy) if policy.drain.enable else []
+    plan.gpu_pods = sorted(p.key for p in gpu_pods)
+    plan.drain_pods = sorted(p.key for p in drain_pods if p not in gpu_pods)
+    evicted = list(gpu_pods) + [p for p in drain_pods if p not in gpu_pods]
+    plan.findings.extend(_pdb_findings(node.name, evicted, snapshot.pdbs))
+    plan.findings.extend(_eligibility_findings(node.name, gpu_pods, drain_pods, policy))
+    plan.findings.extend(_job_findings(node.name, pods, policy))
+    plan.findings.extend(_cuda_findings(node, pods, plan.target_driver, options))
+    if options.profiles is not None:
+        plan.findings.extend(_profile_findings(node, plan.target_driver, options.profiles, now))
+    return plan
+
+
+def _check_version(text: str) -> None:
+    if not all(part.isdigit() for part in text.split(".")):
+        raise ValueError(text)
+
+
+def _driver_set(snapshot: Snapshot, node: NodeView) -> DriverSet | None:
+    for pod in snapshot.driver_pods.get(node.name, []):
+        ds = snapshot.driver_set_of(pod)
+        if ds is not None:
+            return ds
+    return next((d for d in snapshot.driver_sets if d.selects(node)), None)
+
+
+def _drain_pods(pods: list[PodView], policy: Policy) -> list[PodView]:
+    selector = parse_label_selector(policy.drain.pod_selector)
+    return [
+        p
+        for p in pods
+        if not p.terminal and not p.mirror and p.owner_kind != "DaemonSet" and selector.matches(p.labels)
+    ]
+
+
+def _pdb_findings(node: str, pods: list[PodView], pdbs: list[PdbView]) -> list[Finding]:
+    per_budget: dict[str, tuple[PdbView, list[PodView]]] = {}
+    for pod in pods:
+        for pdb in pdbs:
+            if pdb.covers(pod):
+                per_budget.setdefault(pdb.key, (pdb, []))[1].append(pod)
+    out = []
+    for key, (pdb, covered) in sorted(per_budget.items()):
+        if len(covered) > pdb.disruptions_allowed:
+            names = ", ".join(sorted(p.key for p in covered))
+            out.append(
+                Finding(
+                    "pdb-blocks-eviction",
+                    BLOCKING,
+                    node,
+                    f"evicting {names} needs {len(covered)} disruption(s) of PodDisruptionBudget {key}, "
+                    f"which allows {pdb.disruptions_allowed} (currentHealthy {pdb.current_healthy}, "
+                    f"desiredHealthy {pdb.desired_healthy}): the rollout would halt at "
+                    "pod-deletion-required on this node",
+                )
+            )
+    return out
+
+
+def _eligibility_findings(
+    node: str, gpu_pods: list[PodView], drain_pods: list[PodView], policy: Policy
+) -> list[Finding]:
+    out = []
+    for pods, settings, knob in (
+        (gpu_pods, policy.gpu_pod_deletion, "gpuPodDeletion"),
+        (drain_pods, policy.drain, "drain"),
+    ):
+        for pod in pods:
+            if pod.owner_kind is None and not settings.force:
+                out.append(
+                    Finding(
+                        "pod-deletion-blocked",
+                        BLOCKING,
+                        node,
+                        f"{pod.key} is not managed by a controller: set {knob}.force to delete it",
+                    )
+                )
+            elif pod.empty_dir and not settings.delete_empty_dir:
+                out.append(
+                    Finding(
+                        "pod-deletion-blocked",
+                        BLOCKING,
+                        node,
+                        f"{pod.key} uses emptyDir: set {knob}.deleteEmptyDir to delete it",
+                    )
+                )
+    return out
+
+
+def _job_findings(node: str, pods: list[PodView], policy: Policy) -> list[Finding]:
+    text = policy.wait_for_completion.pod_selector
+    if not text:
+        return []
+    selector = parse_label_selector(text)
+    running = sorted(p.key for p in pods if not p.terminal and selector.matches(p.labels))
+    if not running:
+        return []
+    limit = policy.wait_for_completion.timeout_seconds
+    until = f"up to {limit}s, then the rollout halts" if limit else "with no timeout"
+    return [
+        Finding(
+            "wait-for-jobs",
+            WARNING,
+            node,
+            f"{', '.join(running)} match waitForCompletion.podSelector {text}: the upgrade waits for them {until}",
+        )
+    ]
+
+
+def _cuda_findings(node: NodeView, pods: list[PodView], driver: str, options: PlanOptions) -> list[Finding]:
+    out = []
+    for pod in pods:
+        if pod.terminal:
+            continue
+        for verdict in (
+            workload_verdict(pod.annotations, node.labels, driver, options.floors),
+            affinity_verdict(pod.affinity, driver),
+        ):
+            if verdict is not None and not verdict.admitted:
+                out.append(
+                    Finding(
+                        "cuda-incompatible",
+                        BLOCKING,
+                        node.name,
+                        f"{pod.key} would not run on driver {driver}: {verdict.reason}",
+                    )
+                )
+    return out
+
+
+def _profile_findings(node: NodeView, driver: str, profiles: Sequence[Profile], now: float) -> list[Finding]:
+    product = node.labels.get("nvidia.com/gpu.product", "")
+    try:
+        from upgrader.core.images import kernel_of, os_tag
+
+        kernel, os = kernel_of(node), os_tag(node)
+    except ValueError:
+        return []  # already reported as invalid-node-data
+    today = datetime.fromtimestamp(now, tz=UTC).date()
+    covering, reason = qualification(profiles, node.labels, product, driver, kernel, os, today)
+    if covering is not None:
+        return []
+    return [
+        Finding(
+            "unqualified-profile",
+            BLOCKING,
+            node.name,
+            f"({product}, driver {driver}, kernel {kernel}, {os}) is not covered by a qualified, unexpired "
+            f"profile: {reason}",
+        )
+    ]
+
+
+def _assign_waves(nodes: list[NodeView], plans: dict[str, NodePlan], policy: Policy, now: float) -> None:
+    """Replay the scheduler: each round's starts are a wave; started nodes then count as done."""
+    no_soak = policy.model_copy(
+        update={"failure_domains": policy.failure_domains.model_copy(update={"soak_seconds": 0})}
+    )
+    current = []
+    for node in nodes:
+        action = plans[node.name].action
+        if action == "in-progress":
+            plans[node.name].wave = 0
+            current.append(
+                replace(
+                    node, state=State.DONE, unschedulable=node.annotations.get(WAS_UNSCHEDULABLE) == "true"
+                )
+            )
+        elif action == "upgrade":
+            current.append(replace(node, state=State.UPGRADE_REQUIRED))
+        elif action == "up-to-date":
+            current.append(replace(node, state=State.DONE))
+        else:
+            current.append(node)
+    wave = 1
+    while True:
+        schedule = plan_starts(current, no_soak, now, True, set())
+        if not schedule.starts:
+            break
+        started = set(schedule.starts)
+        for name in started:
+            plans[name].wave = wave
+        current = [replace(n, state=State.DONE) if n.name in started else n for n in current]
+        wave += 1
+    stuck = [p for p in plans.values() if p.action == "upgrade" and p.wave is None]
+    failed = sorted(p.name for p in plans.values() if p.action == "failed")
+    for plan in stuck:
+        why = (
+            f"upgrade-failed node(s) {', '.join(failed)} keep an earlier domain from finishing"
+            if failed
+            else "the policy's budgets never admit it"
+        )
+        plan.findings.append(
+            Finding("not-scheduled", WARNING, plan.name, f"would not start in this rollout: {why}")
+        )

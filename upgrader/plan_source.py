@@ -1,0 +1,140 @@
+"""Where a plan's facts come from: a kubectl List on disk, or the live cluster read with GET/LIST only."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from upgrader.config import ConfigError, Settings
+from upgrader.core.driver_selectors import DriverResource, driver_resource
+from upgrader.core.selectors import SelectorError, parse_label_selector
+from upgrader.core.views import Snapshot, driver_set, node_view, pdb_view, pod_view
+from upgrader.kube.api import ApiError, KubeApi
+
+Obj = dict[str, Any]
+KINDS = {
+    "Node": "nodes",
+    "Pod": "pods",
+    "PodDisruptionBudget": "pdbs",
+    "DaemonSet": "daemonsets",
+    "ControllerRevision": "revisions",
+    "NVIDIADriver": "nvidiadrivers",
+    "Job": "jobs",
+}
+
+
+@dataclass
+class PlanInput:
+    nodes: list[Obj] = field(default_factory=list)
+    pods: list[Obj] = field(default_factory=list)
+    pdbs: list[Obj] = field(default_factory=list)
+    daemonsets: list[Obj] = field(default_factory=list)
+    revisions: list[Obj] = field(default_factory=list)
+    nvidiadrivers: list[Obj] = field(default_factory=list)
+    jobs: list[Obj] = field(default_factory=list)
+
+
+def _parse(path: Path) -> Any:
+    raw = path.read_bytes()
+    text_start = raw.lstrip()[:1]
+    if text_start in (b"{", b"["):
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"--from-file {path}: not valid JSON at line {exc.lineno} column {exc.colno} "
+                f"({exc.msg}); is the file truncated?"
+            ) from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"--from-file {path}: not UTF-8 text") from None
+    try:
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        return yaml.load(raw, Loader=loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(
+            f"--from-file {path}: not valid JSON or YAML{where}; is the file truncated?"
+        ) from None
+
+
+def from_file(name: str) -> PlanInput:
+    """A kubectl List (`kubectl get nodes,pods,pdb,daemonsets,controllerrevisions,jobs,nvidiadrivers -A -o json`)."""
+    path = Path(name)
+    if not path.is_file():
+        raise ConfigError(f"--from-file {name}: no such file")
+    data = _parse(path)
+    if not isinstance(data, dict) or not isinstance(data.get("items"), list):
+        raise ConfigError(
+            f"--from-file {name}: expected a kubectl List with an `items` array (kubectl get ... -o json)"
+        )
+    out = PlanInput()
+    for index, item in enumerate(data["items"]):
+        if not isinstance(item, dict) or not isinstance(item.get("kind"), str):
+            raise ConfigError(f"--from-file {name}: item {index} has no kind")
+        meta = item.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+            raise ConfigError(f"--from-file {name}: item {index} ({item['kind']}) has no metadata.name")
+        for key in ("labels", "annotations"):
+            if meta.get(key) is not None and not isinstance(meta[key], dict):
+                raise ConfigError(
+                    f"--from-file {name}: item {index} ({item['kind']} {meta['name']}) has "
+                    f"metadata.{key} that is not a map"
+                )
+        bucket = KINDS.get(item["kind"])
+        if bucket is not None:
+            getattr(out, bucket).append(item)
+    if not out.nodes:
+        raise ConfigError(f"--from-file {name}: no Node objects in it (include nodes in the kubectl get)")
+    return out
+
+
+def from_cluster(api: KubeApi, settings: Settings) -> PlanInput:
+    """Read everything a plan needs with GET/LIST requests only."""
+    ns = settings.driver_namespace
+    out = PlanInput(
+        nodes=api.list("/api/v1/nodes").get("items", []),
+        pods=api.list("/api/v1/pods").get("items", []),
+        pdbs=api.list("/apis/policy/v1/poddisruptionbudgets").get("items", []),
+        daemonsets=api.list(f"/apis/apps/v1/namespaces/{ns}/daemonsets").get("items", []),
+        revisions=api.list(f"/apis/apps/v1/namespaces/{ns}/controllerrevisions").get("items", []),
+    )
+    try:
+        out.nvidiadrivers = api.list("/apis/nvidia.com/v1alpha1/nvidiadrivers").get("items", [])
+    except ApiError as exc:
+        if exc.status != 404:  # no NVIDIADriver CRD installed: nothing to check
+            raise
+    return out
+
+
+def to_snapshot(data: PlanInput, settings: Settings) -> tuple[Snapshot, list[DriverResource]]:
+    try:
+        ds_selector = parse_label_selector(settings.driver_daemonset_selector)
+    except SelectorError as exc:
+        raise ConfigError(f"UPGRADER_DRIVER_DAEMONSET_SELECTOR: {exc}") from None
+    driver_ds = [d for d in data.daemonsets if ds_selector.matches((d.get("metadata") or {}).get("labels"))]
+    driver_names = {((d["metadata"].get("namespace") or ""), d["metadata"]["name"]) for d in driver_ds}
+    nodes = {n["metadata"]["name"]: node_view(n) for n in data.nodes}
+    node_pods: dict[str, list] = {}
+    driver_pods: dict[str, list] = {}
+    for raw in data.pods:
+        node = str((raw.get("spec") or {}).get("nodeName") or "")
+        if node not in nodes:
+            continue
+        pod = pod_view(raw)
+        node_pods.setdefault(node, []).append(pod)
+        if pod.owner_kind == "DaemonSet" and (pod.namespace, pod.owner_name) in driver_names:
+            driver_pods.setdefault(node, []).append(pod)
+    pdbs = [v for p in data.pdbs if (v := pdb_view(p)) is not None]
+    snapshot = Snapshot(
+        nodes=nodes,
+        driver_pods=driver_pods,
+        node_pods=node_pods,
+        pdbs=pdbs,
+        driver_sets=[driver_set(d, data.revisions) for d in driver_ds],
+    )
+    return snapshot, [driver_resource(r) for r in data.nvidiadrivers]

@@ -1,0 +1,51 @@
+"""Render a plan for a person: blockers first, then the waves, one screen."""
+
+from __future__ import annotations
+
+from upgrader.core.findings import BLOCKING
+from upgrader.core.plan import Plan
+
+
+def render_plan(plan: Plan) -> str:
+    data = plan.to_dict()
+    summary = data["summary"]
+    lines = [
+        f"PLAN (dry run): {summary['to_upgrade']} of {summary['nodes']} nodes to upgrade in {len(plan.waves)} waves; "
+        f"canary domain {plan.canary or '-'}; maxParallelUpgrades {summary['max_parallel_upgrades']}, "
+        f"maxUnavailable {summary['max_unavailable']}, soak {summary['soak_seconds']}s between domains",
+        f"FINDINGS: {summary['blocking']} blocking, {summary['warnings']} warnings",
+    ]
+    for finding in plan.findings:
+        mark = "BLOCKING" if finding.severity == BLOCKING else "warning "
+        lines.append(f"  {mark} {finding.kind:<26} {finding.node or '-':<16} {finding.message}")
+    lines.append("")
+    header = (
+        f"  {'NODE':<16} {'DOMAIN':<14} {'STATE':<22} {'CURRENT':<11} {'TARGET':<11} {'IMAGE':<44} "
+        f"{'LEDGER':<7} GPU-PODS"
+    )
+    by_wave: dict[str, list[str]] = {}
+    for node in plan.nodes:
+        title = (
+            f"WAVE {node.wave}"
+            if node.wave
+            else "IN PROGRESS"
+            if node.wave == 0
+            else {
+                "up-to-date": "UP TO DATE",
+                "skipped": "SKIPPED",
+                "failed": "FAILED",
+                "invalid": "INVALID",
+            }.get(node.action, "NOT SCHEDULED")
+        )
+        ledger = {True: "yes", False: "MISSING", None: "-"}[node.image_in_ledger]
+        blockers = sum(1 for f in node.findings if f.severity == BLOCKING)
+        flag = f"  <- {blockers} blocking" if blockers else ""
+        by_wave.setdefault(f"{title} ({node.domain})" if node.wave else title, []).append(
+            f"  {node.name:<16} {node.domain:<14} {node.state or '-':<22} {node.current_driver or '?':<11} "
+            f"{node.target_driver or '-':<11} {node.target_image or '-':<44} {ledger:<7} {len(node.gpu_pods)}{flag}"
+        )
+    lines.append(header)
+    for title, rows in by_wave.items():
+        lines.append(title)
+        lines.extend(rows)
+    return "\n".join(lines).rstrip() + "\n"
