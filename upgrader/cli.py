@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--policy", help="upgrade policy YAML (GPU Operator upgradePolicy keys)")
     run.add_argument("--once", action="store_true", help="one reconcile pass, then exit")
     run.add_argument("--no-leader-election", action="store_true")
+    run.add_argument("--metrics-port", type=_port, help="serve /metrics, /healthz, /readyz (env UPGRADER_METRICS_PORT)")
 
     demo = commands.add_parser("demo", help="emulated cluster + controller in one process, live progress")
     demo.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS))
@@ -98,13 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
 def _cluster_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", help="kubeconfig file (in-cluster config when omitted)")
     parser.add_argument("--context", help="kubeconfig context")
+    parser.add_argument("-n", "--namespace", help="where the status ConfigMap and Lease live (env UPGRADER_NAMESPACE)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from upgrader.config import ConfigError
-    from upgrader.kube.client import ClientConfigError
 
     try:
         if args.command == "sim" and args.sim_command == "serve":
@@ -126,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "plan": cmd.plan,
         }
         return handlers[args.command](args)
-    except (UsageError, ConfigError, ClientConfigError) as exc:
+    except (UsageError, ConfigError) as exc:
         sys.stderr.write(f"upgrader: error: {exc}\n")
         return EXIT_USAGE
 

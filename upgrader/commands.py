@@ -7,28 +7,34 @@ import json
 import logging
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from upgrader.config import ConfigError, Settings, load_policy, load_settings
 from upgrader.core.timefmt import rfc3339
-from upgrader.kube.api import ApiError, KubeApi
-from upgrader.kube.apply import patch_configmap
-from upgrader.kube.client import api_client
-from upgrader.kube.snapshot import status_path
 from upgrader.statusview import render_table
+
+if TYPE_CHECKING:
+    from upgrader.kube.api import KubeApi
+
+# The Kubernetes client loads slowly; commands that do not talk to a cluster (plan --from-file,
+# demo's own emulator) import it only when they need it.
 
 EXIT_FAILED = 1
 
 
 def _api(args: argparse.Namespace) -> KubeApi:
+    from upgrader.kube.api import KubeApi
+    from upgrader.kube.client import api_client
+
     return KubeApi(api_client(args.kubeconfig, args.context), attempts=3, max_delay=5)
 
 
 def run(args: argparse.Namespace) -> int:
+    from upgrader.kube.client import api_client
     from upgrader.runner import build_controller, run_until_signalled
 
     policy = load_policy(args.policy)
-    settings = load_settings()
+    settings = load_settings(namespace=getattr(args, "namespace", None))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     controller = build_controller(
         api_client(args.kubeconfig, args.context),
@@ -40,7 +46,20 @@ def run(args: argparse.Namespace) -> int:
         report = controller.reconcile()
         print(json.dumps(report.status, indent=2, sort_keys=True))
         return EXIT_FAILED if report.error else 0
-    return run_until_signalled(controller)
+    port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
+    server = None
+    if port:
+        from upgrader.runner import serve_metrics
+
+        try:
+            server = serve_metrics(controller, port)
+        except OSError as exc:
+            raise ConfigError(f"--metrics-port {port}: {exc.strerror}") from None
+    try:
+        return run_until_signalled(controller)
+    finally:
+        if server is not None:
+            server.stop()
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -51,6 +70,8 @@ def demo(args: argparse.Namespace) -> int:
 
 
 def read_status(api: KubeApi, settings: Settings) -> dict[str, Any] | None:
+    from upgrader.kube.snapshot import status_path
+
     cm = api.get(status_path(settings))
     if cm is None:
         return None
@@ -58,15 +79,15 @@ def read_status(api: KubeApi, settings: Settings) -> dict[str, Any] | None:
     try:
         status = json.loads(data.get("status.json") or "{}")
     except ValueError:
-        raise ConfigError(
-            f"configmap {settings.namespace}/{settings.status_configmap} holds no valid status"
-        ) from None
+        raise ConfigError(f"configmap {settings.namespace}/{settings.status_configmap} holds no valid status") from None
     status["paused"] = data.get("paused") == "true"
     return status
 
 
 def status(args: argparse.Namespace) -> int:
-    settings = load_settings()
+    from upgrader.kube.api import ApiError
+
+    settings = load_settings(namespace=getattr(args, "namespace", None))
     api = _api(args)
     while True:
         try:
@@ -81,9 +102,7 @@ def status(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_FAILED
-        text = (
-            json.dumps(current, indent=2, sort_keys=True) if args.output == "json" else render_table(current)
-        )
+        text = json.dumps(current, indent=2, sort_keys=True) if args.output == "json" else render_table(current)
         if args.watch:
             sys.stdout.write("\x1b[2J\x1b[H" + text + "\n")
             sys.stdout.flush()
@@ -97,14 +116,18 @@ def status(args: argparse.Namespace) -> int:
 
 
 def pause(args: argparse.Namespace) -> int:
-    settings = load_settings()
+    from upgrader.kube.apply import patch_configmap
+
+    settings = load_settings(namespace=getattr(args, "namespace", None))
     patch_configmap(_api(args), settings, {"paused": "true"})
     print(f"paused: no new node starts (configmap {settings.namespace}/{settings.status_configmap})")
     return 0
 
 
 def resume(args: argparse.Namespace) -> int:
-    settings = load_settings()
+    from upgrader.kube.apply import patch_configmap
+
+    settings = load_settings(namespace=getattr(args, "namespace", None))
     patch_configmap(_api(args), settings, {"paused": "false", "resumedAt": rfc3339(time.time())})
     print("resumed: failures recorded so far are acknowledged; the rollout continues")
     return 0
@@ -120,7 +143,7 @@ def plan(args: argparse.Namespace) -> int:
     from upgrader.planview import render_plan
 
     policy = load_policy(args.policy)
-    settings = load_settings()
+    settings = load_settings(namespace=getattr(args, "namespace", None))
     if args.target_driver is not None:
         try:
             parse_version(args.target_driver)
@@ -141,15 +164,16 @@ def plan(args: argparse.Namespace) -> int:
     if args.from_file:
         data = plan_source.from_file(args.from_file)
     else:
+        from upgrader.kube.api import ApiError
+
         try:
             data = plan_source.from_cluster(_api(args), settings)
         except ApiError as exc:
             print(f"upgrader: cannot read the cluster: {exc.message}", file=sys.stderr)
             return EXIT_FAILED
-    snapshot, resources = plan_source.to_snapshot(data, settings)
-    result = build_plan(
-        snapshot, policy, time.time(), PlanOptions(args.target_driver, ledger, profiles), resources
-    )
+    snapshot, resources = plan_source.to_snapshot(data, settings, plan_source.relevant_pods(policy))
+    del data  # the raw objects are not needed any more
+    result = build_plan(snapshot, policy, time.time(), PlanOptions(args.target_driver, ledger, profiles), resources)
     if args.output == "json":
         print(json.dumps(result.to_dict(), indent=2))
     elif args.output == "yaml":

@@ -22,6 +22,10 @@ class ConfigError(Exception):
     """Unusable input (policy file, settings, flags); the message is the one line a user sees."""
 
 
+class ClientConfigError(ConfigError):
+    """The kubeconfig or in-cluster configuration cannot be used; the message says why."""
+
+
 def _identity() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
@@ -41,6 +45,7 @@ class Settings(BaseSettings):
     requeue_seconds: float = Field(5.0, gt=0)
     identity: str = Field(default_factory=_identity)
     event_namespace: str = "default"  # node Events go here, as kubelet's do
+    metrics_port: int = Field(0, ge=0, le=65535)  # /metrics, /healthz, /readyz; 0 = not served
 
 
 def _printable(text: str) -> str:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from upgrader.config import Settings
 from upgrader.core import rollout
-from upgrader.core.actions import Action, Event, Outcome, WriteStatus
+from upgrader.core.actions import Action, Event, Outcome, Transition, WriteStatus
 from upgrader.core.policy import Policy
+from upgrader.core.states import STATE_SINCE
 from upgrader.core.status import meaningful, rollout_status
+from upgrader.core.timefmt import parse_or_none
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.apply import Applier
 from upgrader.kube.leader import LeaderElector
@@ -29,6 +32,41 @@ class PassReport:
     status: dict[str, Any] = field(default_factory=dict)
     outcomes: list[Outcome] = field(default_factory=list)
     error: str | None = None
+    transitions: list[tuple[str, str, float | None]] = field(default_factory=list)  # from, to, seconds in from
+    seconds: float = 0.0
+    leader: bool = True
+
+    @property
+    def result(self) -> str:
+        return "error" if self.error else "ok" if self.acted else "not_leader"
+
+
+class _Pass:
+    """One pass's working state: the snapshot as our own writes change it, and what was done."""
+
+    def __init__(self, controller: Controller, now: float) -> None:
+        self.controller = controller
+        self.now = now
+        self.snapshot, raw_nodes = take(controller.api, controller.settings)
+        self.applier = Applier(controller.api, controller.settings, raw_nodes, now)
+        self.outcomes: list[Outcome] = []
+        self.transitions: list[tuple[str, str, float | None]] = []
+
+    def act(self, actions: list[Action]) -> list[Outcome]:
+        """Apply actions while we lead; fold successful node writes into the snapshot."""
+        if not actions or not self.controller.leading():
+            return []
+        done = self.applier.apply(actions)
+        self.outcomes.extend(done)
+        applied = [o.action for o in done if o.ok]
+        for action in applied:
+            if isinstance(action, Transition) and action.source is not None:
+                since = parse_or_none(self.snapshot.nodes[action.node].annotations.get(STATE_SINCE))
+                self.transitions.append(
+                    (action.source.value, action.target.value, None if since is None else self.now - since)
+                )
+        self.snapshot = rollout.project(self.snapshot, applied)
+        return done
 
 
 class Controller:
@@ -49,67 +87,56 @@ class Controller:
 
     def reconcile(self) -> PassReport:
         """One pass. Never sleeps on the cluster: waits are states with start times on the nodes."""
+        started = time.perf_counter()
         if self.elector is not None and not self.elector.acquire_or_renew():
-            return self._report(PassReport(acted=False))
-        try:
-            report = self._pass()
-        except ApiError as exc:
-            log.warning("pass aborted: %s", exc)
-            report = PassReport(acted=False, error=str(exc))
-        return self._report(report)
-
-    def _report(self, report: PassReport) -> PassReport:
+            report = PassReport(acted=False, leader=False)
+        else:
+            try:
+                report = self._pass()
+            except ApiError as exc:
+                log.warning("pass aborted: %s", exc)
+                report = PassReport(acted=False, error=str(exc))
+        report.seconds = time.perf_counter() - started
         for callback in self.on_pass:
             callback(report)
         return report
 
-    def _leading(self) -> bool:
+    def leading(self) -> bool:
         return self.elector is None or self.elector.holds()
 
     def _pass(self) -> PassReport:
-        now = self.clock()
-        policy = self.policy
-        snapshot, raw_nodes = take(self.api, self.settings)
-        applier = Applier(self.api, self.settings, raw_nodes, now)
-        outcomes: list[Outcome] = []
+        now, policy = self.clock(), self.policy
+        work = _Pass(self, now)
         waiting: list[dict[str, str]] = []
-
-        def act(actions: list[Action]) -> list[Outcome]:
-            if not actions or not self._leading():
-                return []
-            done = applier.apply(actions)
-            outcomes.extend(done)
-            return done
-
         if policy.auto_upgrade:
-            detected = act(rollout.detect(snapshot, policy, now))
-            snapshot = rollout.project(snapshot, [o.action for o in detected if o.ok])
-            for ctx, plan in rollout.plan_steps(snapshot, policy):
-                attempted = act(list(plan.attempts))
+            work.act(rollout.detect(work.snapshot, policy, now))
+            for ctx, plan in rollout.plan_steps(work.snapshot, policy):
+                attempted = work.act(list(plan.attempts))
                 if plan.attempts and not attempted:
                     continue  # lost leadership mid-pass
                 decided = rollout.conclude(ctx, plan, attempted, now)
-                conclusion = act(decided)
-                snapshot = rollout.project(snapshot, [o.action for o in conclusion if o.ok])
+                work.act(decided)
                 entry = rollout.waiting_entry(ctx, plan, decided)
                 if entry is not None:
                     waiting.append(entry)
-        fleet = rollout.fleet(snapshot)
+        fleet = rollout.fleet(work.snapshot)
         managed = [n.name for n in fleet.managed]
-        acknowledged = rollout.acknowledged_failures(snapshot)
-        halted = rollout_status(
-            snapshot, policy, managed, fleet.skipped, fleet.invalid, None, acknowledged, now
-        )["phase"] in ("Halted", "Paused")
-        schedule, starts = rollout.start_nodes(snapshot, policy, now, not halted, acknowledged)
-        started = act(starts)
-        snapshot = rollout.project(snapshot, [o.action for o in started if o.ok])
-        status = rollout_status(
-            snapshot, policy, managed, fleet.skipped, fleet.invalid, schedule, acknowledged, now, waiting
+        acknowledged = rollout.acknowledged_failures(work.snapshot)
+        before = rollout_status(work.snapshot, policy, managed, fleet.skipped, fleet.invalid, None, acknowledged, now)
+        schedule, starts = rollout.start_nodes(
+            work.snapshot, policy, now, before["phase"] not in ("Halted", "Paused"), acknowledged
         )
-        previous = dict(snapshot.control.previous)
+        work.act(starts)
+        status = rollout_status(
+            work.snapshot, policy, managed, fleet.skipped, fleet.invalid, schedule, acknowledged, now, waiting
+        )
+        previous = dict(work.snapshot.control.previous)
         if meaningful(status) != meaningful(previous):
-            act([WriteStatus(status), *self._phase_events(previous, status)])
-        return PassReport(acted=self._leading(), status=status, outcomes=outcomes)
+            work.act([WriteStatus(status), *self._phase_events(previous, status)])
+        leading = self.leading()
+        return PassReport(
+            acted=leading, status=status, outcomes=work.outcomes, transitions=work.transitions, leader=leading
+        )
 
     @staticmethod
     def _phase_events(previous: dict[str, Any], status: dict[str, Any]) -> list[Action]:

@@ -17,7 +17,8 @@ from upgrader.controller import PassReport
 from upgrader.core.policy import Policy, policy_from_mapping
 from upgrader.runner import build_controller, start_watches
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import NEW_DRIVER, OLD_DRIVER, build
+from upgrader.sim.fleet_builders import NEW_DRIVER, OLD_DRIVER
+from upgrader.sim.scenarios import build
 from upgrader.statusview import progress_line, render_table
 
 # Short timeouts so every scenario reaches its end within a minute.

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from upgrader.config import ConfigError, Settings
 from upgrader.core.driver_selectors import DriverResource, driver_resource
+from upgrader.core.policy import Policy
 from upgrader.core.selectors import SelectorError, parse_label_selector
 from upgrader.core.views import Snapshot, driver_set, node_view, pdb_view, pod_view
-from upgrader.kube.api import ApiError, KubeApi
+
+if TYPE_CHECKING:
+    from upgrader.kube.api import KubeApi
 
 Obj = dict[str, Any]
+ANNOTATION_PREFIX = "gpu-upgrader.io/"
 KINDS = {
     "Node": "nodes",
     "Pod": "pods",
@@ -57,9 +62,7 @@ def _parse(path: Path) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(
-            f"--from-file {path}: not valid JSON or YAML{where}; is the file truncated?"
-        ) from None
+        raise ConfigError(f"--from-file {path}: not valid JSON or YAML{where}; is the file truncated?") from None
 
 
 def from_file(name: str) -> PlanInput:
@@ -95,6 +98,8 @@ def from_file(name: str) -> PlanInput:
 
 def from_cluster(api: KubeApi, settings: Settings) -> PlanInput:
     """Read everything a plan needs with GET/LIST requests only."""
+    from upgrader.kube.api import ApiError
+
     ns = settings.driver_namespace
     out = PlanInput(
         nodes=api.list("/api/v1/nodes").get("items", []),
@@ -111,7 +116,41 @@ def from_cluster(api: KubeApi, settings: Settings) -> PlanInput:
     return out
 
 
-def to_snapshot(data: PlanInput, settings: Settings) -> tuple[Snapshot, list[DriverResource]]:
+def relevant_pods(policy: Policy) -> Callable[[Obj], bool]:
+    """A cheap test on raw pod JSON: does the plan need this pod at all?
+
+    A plan looks at driver pods, pods holding GPUs (evicted), pods that declare CUDA needs or a node
+    affinity, pods the upgrade waits for and, with drain enabled, pods a drain evicts. Skipping the
+    rest before building views keeps a 150,000-pod plan close to the cost of parsing the file.
+    """
+    wait = (
+        parse_label_selector(policy.wait_for_completion.pod_selector)
+        if policy.wait_for_completion.pod_selector
+        else None
+    )
+    drain = parse_label_selector(policy.drain.pod_selector) if policy.drain.enable else None
+
+    def keep(raw: Obj) -> bool:
+        meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+        if drain is not None and drain.matches(meta.get("labels")):
+            return True
+        if wait is not None and wait.matches(meta.get("labels")):
+            return True
+        if spec.get("affinity") or any(k.startswith(ANNOTATION_PREFIX) for k in meta.get("annotations") or ()):
+            return True
+        for container in spec.get("containers") or ():
+            resources = container.get("resources") or {}
+            for amounts in (resources.get("limits"), resources.get("requests")):
+                if amounts and any(str(k).startswith("nvidia.com/gpu") for k in amounts):
+                    return True
+        return any(ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or ())
+
+    return keep
+
+
+def to_snapshot(
+    data: PlanInput, settings: Settings, keep: Callable[[Obj], bool] | None = None
+) -> tuple[Snapshot, list[DriverResource]]:
     try:
         ds_selector = parse_label_selector(settings.driver_daemonset_selector)
     except SelectorError as exc:
@@ -123,7 +162,7 @@ def to_snapshot(data: PlanInput, settings: Settings) -> tuple[Snapshot, list[Dri
     driver_pods: dict[str, list] = {}
     for raw in data.pods:
         node = str((raw.get("spec") or {}).get("nodeName") or "")
-        if node not in nodes:
+        if node not in nodes or (keep is not None and not keep(raw)):
             continue
         pod = pod_view(raw)
         node_pods.setdefault(node, []).append(pod)

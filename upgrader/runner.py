@@ -6,17 +6,19 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 
 from kubernetes import client as k8s
 
 from upgrader import __version__
 from upgrader.config import Settings
-from upgrader.controller import Controller
+from upgrader.controller import Controller, PassReport
 from upgrader.core.policy import Policy
 from upgrader.kube.api import KubeApi
 from upgrader.kube.leader import LeaderElector
 from upgrader.kube.waker import Waker
+from upgrader.metrics import Metrics, MetricsServer
 
 log = logging.getLogger("upgrader")
 
@@ -39,19 +41,59 @@ def build_controller(
     return Controller(api, policy, settings, time.time, elector)
 
 
+def watch_paths(settings: Settings) -> list[tuple[str, str | None]]:
+    """What wakes the loop: any node change, any driver pod change."""
+    return [("/api/v1/nodes", None),
+            (f"/api/v1/namespaces/{settings.driver_namespace}/pods", settings.driver_pod_selector)]
+
+
 def start_watches(controller: Controller, stop: threading.Event, wake: threading.Event) -> Waker:
-    settings = controller.settings
-    waker = Waker(
-        controller.api,
-        [
-            ("/api/v1/nodes", None),
-            (f"/api/v1/namespaces/{settings.driver_namespace}/pods", settings.driver_pod_selector),
-        ],
-        wake,
-        stop,
-    )
+    waker = Waker(controller.api, watch_paths(controller.settings), wake, stop)
     waker.start()
     return waker
+
+
+class Health:
+    """Liveness: the loop finished a pass recently. Readiness: that pass talked to the API fine."""
+
+    def __init__(self, controller: Controller, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.window = max(60.0, 10 * controller.settings.requeue_seconds)
+        self.last_pass: float | None = None
+        self.last_ok: float | None = None
+        controller.on_pass.append(self._seen)
+
+    def _seen(self, report: PassReport) -> None:
+        self.last_pass = self.clock()
+        if report.error is None:
+            self.last_ok = self.last_pass
+
+    def healthy(self) -> bool:
+        return self.last_pass is None or self.clock() - self.last_pass < self.window
+
+    def ready(self) -> bool:
+        return self.last_ok is not None and self.clock() - self.last_ok < self.window
+
+
+def attach_metrics(controller: Controller, metrics: Metrics) -> None:
+    """Feed every pass and API request into the metrics."""
+
+    def observe(report: PassReport) -> None:
+        for source, target, seconds in report.transitions:
+            metrics.observe_transition(source, target, seconds)
+        if report.status:
+            metrics.observe_status(report.status, time.time())
+        metrics.observe_pass(report.result, report.seconds, report.leader)
+
+    controller.on_pass.append(observe)
+    controller.api.on_request = metrics.count_request
+
+
+def serve_metrics(controller: Controller, port: int) -> MetricsServer:
+    metrics = Metrics()
+    attach_metrics(controller, metrics)
+    health = Health(controller)
+    return MetricsServer(metrics, port, health.healthy, health.ready).start()
 
 
 def run_until_signalled(controller: Controller) -> int:

@@ -276,10 +276,14 @@ def test_domains_budget_and_lists() -> None:
     result = status(
         nodes, policy(maxParallelUpgrades=2, maxUnavailable="50%", onNodeFailure="continue"), waiting=waiting
     )
+    zeros = {s.value: 0 for s in S}
     assert result["domains"] == [
-        {"name": "a", "canary": True, "nodes": 2, "done": 1, "in_progress": 1, "failed": 0},
-        {"name": "b", "canary": False, "nodes": 2, "done": 0, "in_progress": 0, "failed": 1},
+        {"name": "a", "canary": True, "nodes": 2, "done": 1, "in_progress": 1, "failed": 0,
+         "by_state": {**zeros, "upgrade-done": 1, "pod-restart-required": 1}},
+        {"name": "b", "canary": False, "nodes": 2, "done": 0, "in_progress": 0, "failed": 1,
+         "by_state": {**zeros, "upgrade-required": 1, "upgrade-failed": 1}},
     ]
+    assert result["in_progress"] == [{"node": "a2", "state": "pod-restart-required", "since": ""}]
     assert result["current_domain"] == "a"
     assert result["budget"] == {
         "in_progress": 1,

@@ -19,7 +19,7 @@ from upgrader.core.images import node_image_tag
 from upgrader.core.policy import Policy
 from upgrader.core.profiles import Profile, qualification
 from upgrader.core.rollout import fleet, upgrade_reason
-from upgrader.core.schedule import canary_domain, domain_of, plan_starts
+from upgrader.core.schedule import canary_domain, domain_of, domain_order, is_unavailable, plan_starts
 from upgrader.core.selectors import parse_label_selector
 from upgrader.core.states import IN_PROGRESS, WAS_UNSCHEDULABLE, State
 from upgrader.core.steps import driver_version_label
@@ -105,6 +105,10 @@ def build_plan(
 ) -> Plan:
     managed = fleet(snapshot)
     plans: dict[str, NodePlan] = {}
+    pdbs_by_namespace: dict[str, list[PdbView]] = {}
+    covering: dict[tuple[str, tuple[tuple[str, str], ...]], list[PdbView]] = {}
+    for pdb in snapshot.pdbs:
+        pdbs_by_namespace.setdefault(pdb.namespace, []).append(pdb)
     for name in managed.skipped:
         node = snapshot.nodes[name]
         plans[name] = NodePlan(name, domain_of(node, policy), _state(node), "skipped")
@@ -113,18 +117,12 @@ def build_plan(
         plan = NodePlan(
             name, domain_of(node, policy), node.labels.get("nvidia.com/gpu-driver-upgrade-state"), "invalid"
         )
-        plan.findings.append(
-            Finding("invalid-node-data", BLOCKING, name, f"{reason}: fix or remove the label")
-        )
+        plan.findings.append(Finding("invalid-node-data", BLOCKING, name, f"{reason}: fix or remove the label"))
         plans[name] = plan
     for node in managed.managed:
-        plans[node.name] = _node_plan(snapshot, node, policy, now, options)
+        plans[node.name] = _node_plan(snapshot, node, policy, now, options, pdbs_by_namespace, covering)
     _assign_waves(
-        [
-            snapshot.nodes[n]
-            for n in plans
-            if plans[n].action in ("upgrade", "in-progress", "up-to-date", "failed")
-        ],
+        [snapshot.nodes[n] for n in plans if plans[n].action in ("upgrade", "in-progress", "up-to-date", "failed")],
         plans,
         policy,
         now,
@@ -139,9 +137,7 @@ def build_plan(
     waves: dict[int, dict[str, Any]] = {}
     for p in ordered:
         if p.wave is not None:
-            waves.setdefault(p.wave, {"wave": p.wave, "domain": p.domain, "nodes": []})["nodes"].append(
-                p.name
-            )
+            waves.setdefault(p.wave, {"wave": p.wave, "domain": p.domain, "nodes": []})["nodes"].append(p.name)
     return Plan(ordered, findings, list(waves.values()), canary_domain(managed.managed, policy), policy)
 
 
@@ -150,7 +146,13 @@ def _state(node: NodeView) -> str | None:
 
 
 def _node_plan(
-    snapshot: Snapshot, node: NodeView, policy: Policy, now: float, options: PlanOptions
+    snapshot: Snapshot,
+    node: NodeView,
+    policy: Policy,
+    now: float,
+    options: PlanOptions,
+    pdbs_by_namespace: Mapping[str, list[PdbView]],
+    covering: dict[tuple[str, tuple[tuple[str, str], ...]], list[PdbView]],
 ) -> NodePlan:
     needs = upgrade_reason(snapshot, node) is not None
     if node.state is State.FAILED:
@@ -212,7 +214,7 @@ def _node_plan(
     plan.gpu_pods = sorted(p.key for p in gpu_pods)
     plan.drain_pods = sorted(p.key for p in drain_pods if p not in gpu_pods)
     evicted = list(gpu_pods) + [p for p in drain_pods if p not in gpu_pods]
-    plan.findings.extend(_pdb_findings(node.name, evicted, snapshot.pdbs))
+    plan.findings.extend(_pdb_findings(node.name, evicted, pdbs_by_namespace, covering))
     plan.findings.extend(_eligibility_findings(node.name, gpu_pods, drain_pods, policy))
     plan.findings.extend(_job_findings(node.name, pods, policy))
     plan.findings.extend(_cuda_findings(node, pods, plan.target_driver, options))
@@ -243,12 +245,19 @@ def _drain_pods(pods: list[PodView], policy: Policy) -> list[PodView]:
     ]
 
 
-def _pdb_findings(node: str, pods: list[PodView], pdbs: list[PdbView]) -> list[Finding]:
+def _pdb_findings(
+    node: str,
+    pods: list[PodView],
+    pdbs: Mapping[str, list[PdbView]],
+    covering: dict[tuple[str, tuple[tuple[str, str], ...]], list[PdbView]],
+) -> list[Finding]:
     per_budget: dict[str, tuple[PdbView, list[PodView]]] = {}
     for pod in pods:
-        for pdb in pdbs:
-            if pdb.covers(pod):
-                per_budget.setdefault(pdb.key, (pdb, []))[1].append(pod)
+        workload = (pod.namespace, tuple(sorted(pod.labels.items())))
+        if workload not in covering:  # pods of one workload share labels: match their selectors once
+            covering[workload] = [pdb for pdb in pdbs.get(pod.namespace, ()) if pdb.covers(pod)]
+        for pdb in covering[workload]:
+            per_budget.setdefault(pdb.key, (pdb, []))[1].append(pod)
     out = []
     for key, (pdb, covered) in sorted(per_budget.items()):
         if len(covered) > pdb.disruptions_allowed:
@@ -362,36 +371,51 @@ def _profile_findings(node: NodeView, driver: str, profiles: Sequence[Profile], 
 
 
 def _assign_waves(nodes: list[NodeView], plans: dict[str, NodePlan], policy: Policy, now: float) -> None:
-    """Replay the scheduler: each round's starts are a wave; started nodes then count as done."""
+    """Replay the scheduler: each round's starts are a wave; started nodes then count as done.
+
+    Each round shows `plan_starts` only what can change its answer: the next candidates of the
+    domain being rolled (at most maxParallelUpgrades of them) and every node that is unavailable
+    anywhere; done, available nodes elsewhere cannot change who starts. That keeps the replay
+    linear in the fleet instead of quadratic.
+    """
     no_soak = policy.model_copy(
         update={"failure_domains": policy.failure_domains.model_copy(update={"soak_seconds": 0})}
     )
-    current = []
+    current: dict[str, NodeView] = {}
     for node in nodes:
         action = plans[node.name].action
         if action == "in-progress":
             plans[node.name].wave = 0
-            current.append(
-                replace(
-                    node, state=State.DONE, unschedulable=node.annotations.get(WAS_UNSCHEDULABLE) == "true"
-                )
-            )
+            node = replace(node, state=State.DONE, unschedulable=node.annotations.get(WAS_UNSCHEDULABLE) == "true")
         elif action == "upgrade":
-            current.append(replace(node, state=State.UPGRADE_REQUIRED))
+            node = replace(node, state=State.UPGRADE_REQUIRED)
         elif action == "up-to-date":
-            current.append(replace(node, state=State.DONE))
-        else:
-            current.append(node)
+            node = replace(node, state=State.DONE)
+        current[node.name] = node
+    background = {n.name for n in current.values() if is_unavailable(n)}
+    limit = policy.max_parallel_upgrades or len(current)
     wave = 1
-    while True:
-        schedule = plan_starts(current, no_soak, now, True, set())
-        if not schedule.starts:
+    for domain in domain_order(list(current.values()), no_soak):
+        queue = sorted(
+            (n for n in current.values() if domain_of(n, policy) == domain and n.state is State.UPGRADE_REQUIRED),
+            key=lambda n: (not is_unavailable(n), n.name),
+        )
+        while queue:
+            window = [current[n.name] for n in queue[:limit]]
+            names = {n.name for n in window}
+            view = window + [current[b] for b in background if b not in names]
+            starts = set(plan_starts(view, no_soak, now, True, set(), fleet_size=len(current)).starts)
+            if not starts:
+                break  # this domain cannot finish, so no later domain starts (as `run` would halt)
+            for name in sorted(starts):
+                plans[name].wave = wave
+                current[name] = replace(current[name], state=State.DONE)
+                if not is_unavailable(current[name]):
+                    background.discard(name)
+            queue = [n for n in queue[:limit] if n.name not in starts] + queue[limit:]
+            wave += 1
+        if queue:
             break
-        started = set(schedule.starts)
-        for name in started:
-            plans[name].wave = wave
-        current = [replace(n, state=State.DONE) if n.name in started else n for n in current]
-        wave += 1
     stuck = [p for p in plans.values() if p.action == "upgrade" and p.wave is None]
     failed = sorted(p.name for p in plans.values() if p.action == "failed")
     for plan in stuck:
@@ -400,6 +424,4 @@ def _assign_waves(nodes: list[NodeView], plans: dict[str, NodePlan], policy: Pol
             if failed
             else "the policy's budgets never admit it"
         )
-        plan.findings.append(
-            Finding("not-scheduled", WARNING, plan.name, f"would not start in this rollout: {why}")
-        )
+        plan.findings.append(Finding("not-scheduled", WARNING, plan.name, f"would not start in this rollout: {why}"))

@@ -69,16 +69,25 @@ def _finished(node: NodeView, acknowledged: set[str], go_on: bool) -> bool:
 
 
 def plan_starts(
-    nodes: list[NodeView], policy: Policy, now: float, may_start: bool, acknowledged_failures: set[str]
+    nodes: list[NodeView],
+    policy: Policy,
+    now: float,
+    may_start: bool,
+    acknowledged_failures: set[str],
+    fleet_size: int | None = None,
 ) -> Schedule:
-    """`nodes` are the managed nodes; `may_start` is False while paused or halted."""
+    """`nodes` are the managed nodes; `may_start` is False while paused or halted.
+
+    `fleet_size` scales a percentage maxUnavailable when `nodes` is a subset that leaves out nodes
+    which cannot matter (done, available, not in the current domain), as the plan's wave replay does.
+    """
     order = domain_order(nodes, policy)
     by_domain: dict[str, list[NodeView]] = {d: [] for d in order}
     for node in nodes:
         by_domain[domain_of(node, policy)].append(node)
     in_progress = sum(1 for n in nodes if n.state in IN_PROGRESS)
     unavailable = sum(1 for n in nodes if is_unavailable(n))
-    max_unavailable = policy.max_unavailable_nodes(len(nodes))
+    max_unavailable = policy.max_unavailable_nodes(len(nodes) if fleet_size is None else fleet_size)
 
     def result(starts: list[str], domain: str | None, waiting: str | None) -> Schedule:
         return Schedule(

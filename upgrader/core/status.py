@@ -19,6 +19,7 @@ from upgrader.core.states import (
     FAILED_REASON,
     FAILED_STATE,
     IN_PROGRESS,
+    STATE_SINCE,
     State,
 )
 from upgrader.core.timefmt import rfc3339
@@ -73,9 +74,7 @@ def halt_reason(snapshot: Snapshot, policy: Policy, managed: list[str], acknowle
     if blocked:
         b = blocked[0]
         more = f" (and {len(blocked) - 1} more blocked)" if len(blocked) > 1 else ""
-        return (
-            f"{b['node']} blocked in {b['state']} since {b['since']}: {b['reason']}{more}; see {b['runbook']}"
-        )
+        return f"{b['node']} blocked in {b['state']} since {b['since']}: {b['reason']}{more}; see {b['runbook']}"
     nodes = [snapshot.nodes[n] for n in managed]
     canary = canary_domain(nodes, policy)
     for failure in failed_nodes(snapshot, managed, acknowledged):
@@ -136,6 +135,7 @@ def rollout_status(
                 "done": sum(1 for n in members if n.state is State.DONE),
                 "in_progress": sum(1 for n in members if n.state in IN_PROGRESS),
                 "failed": sum(1 for n in members if n.state is State.FAILED),
+                "by_state": {s.value: sum(1 for n in members if n.state is s) for s in State},
             }
         )
     message = {
@@ -155,6 +155,11 @@ def rollout_status(
         "nodes_by_state": by_state,
         "current_domain": schedule.current_domain if schedule else None,
         "domains": domains,
+        "in_progress": [
+            {"node": n.name, "state": n.state.value, "since": n.annotations.get(STATE_SINCE, "")}
+            for n in nodes
+            if n.state in IN_PROGRESS
+        ],
         "blocked": blocked_nodes(snapshot, managed),
         "waiting": [w for w in waiting or [] if w["node"] in managed],
         "failed": failed,
@@ -164,9 +169,7 @@ def rollout_status(
             "in_progress": schedule.in_progress if schedule else by_state_in_progress(by_state),
             "max_parallel_upgrades": policy.max_parallel_upgrades,
             "unavailable": schedule.unavailable if schedule else None,
-            "max_unavailable": schedule.max_unavailable
-            if schedule
-            else policy.max_unavailable_nodes(len(nodes)),
+            "max_unavailable": schedule.max_unavailable if schedule else policy.max_unavailable_nodes(len(nodes)),
         },
         "updated_at": rfc3339(now),
     }

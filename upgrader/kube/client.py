@@ -8,9 +8,9 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
+from upgrader.config import ClientConfigError
 
-class ClientConfigError(Exception):
-    """The kubeconfig or in-cluster configuration cannot be used; the message says why."""
+__all__ = ["ClientConfigError", "api_client"]
 
 
 def api_client(kubeconfig: str | None = None, context: str | None = None) -> k8s.ApiClient:

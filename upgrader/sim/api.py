@@ -13,25 +13,16 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from upgrader.sim import errors, tables
+from upgrader.sim.discovery import discovery_document
 from upgrader.sim.disruption import evict
 from upgrader.sim.faults import FaultPlan, RequestLog, RequestRecord
-from upgrader.sim.registry import EVICTION_DISCOVERY, ResourceType
+from upgrader.sim.registry import ResourceType
 from upgrader.sim.store import Store
 from upgrader.sim.watch import Watcher
 
 Obj = dict[str, Any]
-SERVER_VERSION = {
-    "major": "1",
-    "minor": "32",
-    "gitVersion": "v1.32.4-upgrader-sim",
-    "gitCommit": "0000000000000000000000000000000000000000",
-    "gitTreeState": "clean",
-    "buildDate": "2026-01-01T00:00:00Z",
-    "goVersion": "go1.23.6",
-    "compiler": "gc",
-    "platform": "linux/amd64",
-}
 JSON = "application/json"
+HEALTH_PATHS = ("/healthz", "/readyz", "/livez")
 
 
 @dataclass
@@ -107,71 +98,13 @@ class Dispatcher:
     # ----- discovery ------------------------------------------------------------------------
 
     def _discovery(self, req: Request) -> Response | None:
-        path = req.path.rstrip("/") or "/"
         if req.method != "GET":
             return None
-        if path == "/version":
-            return Response(200, encode(SERVER_VERSION))
-        if path in ("/healthz", "/readyz", "/livez"):
+        path = req.path.rstrip("/") or "/"
+        if path in HEALTH_PATHS:
             return Response(200, b"ok", {"Content-Type": "text/plain"})
-        if path == "/api":
-            return Response(
-                200,
-                encode(
-                    {
-                        "kind": "APIVersions",
-                        "versions": ["v1"],
-                        "serverAddressByClientCIDRs": [
-                            {"clientCIDR": "0.0.0.0/0", "serverAddress": self.server_address}
-                        ],
-                    }
-                ),
-            )
-        if path == "/apis":
-            return Response(
-                200,
-                encode(
-                    {
-                        "kind": "APIGroupList",
-                        "apiVersion": "v1",
-                        "groups": [self._group(g) for g in sorted(self.store.registry.group_versions())],
-                    }
-                ),
-            )
-        parts = path.strip("/").split("/")
-        if parts == ["api", "v1"]:
-            return Response(200, encode(self._resource_list("", "v1")))
-        if parts[0] == "apis" and len(parts) == 2:
-            if parts[1] not in self.store.registry.group_versions():
-                raise errors.ApiError(404, "the server could not find the requested resource")
-            return Response(200, encode({"kind": "APIGroup", "apiVersion": "v1", **self._group(parts[1])}))
-        if parts[0] == "apis" and len(parts) == 3:
-            if not self.store.registry.in_group_version(parts[1], parts[2]):
-                raise errors.ApiError(404, "the server could not find the requested resource")
-            return Response(200, encode(self._resource_list(parts[1], parts[2])))
-        if parts[0] in ("openapi", "swagger.json"):
-            raise errors.ApiError(404, "the server could not find the requested resource")
-        return None
-
-    def _group(self, group: str) -> Obj:
-        versions = [
-            {"groupVersion": f"{group}/{v}", "version": v}
-            for v in self.store.registry.group_versions()[group]
-        ]
-        return {"name": group, "versions": versions, "preferredVersion": versions[0]}
-
-    def _resource_list(self, group: str, version: str) -> Obj:
-        resources: list[Obj] = []
-        for rtype in self.store.registry.in_group_version(group, version):
-            resources.extend(rtype.discovery())
-            if rtype.key == ("", "pods"):
-                resources.append(dict(EVICTION_DISCOVERY))
-        return {
-            "kind": "APIResourceList",
-            "apiVersion": "v1",
-            "groupVersion": f"{group}/{version}" if group else version,
-            "resources": resources,
-        }
+        document = discovery_document(path, self.store.registry, self.server_address)
+        return None if document is None else Response(200, encode(document))
 
     # ----- resources ------------------------------------------------------------------------
 

@@ -1,13 +1,11 @@
-"""DaemonSets with the OnDelete strategy, ControllerRevisions, and the GPU driver's life on a node.
+"""DaemonSets with the OnDelete strategy and their ControllerRevisions.
 
 What the controller under test relies on:
 - a template change makes a new ControllerRevision (hash computed like the real controller);
 - a deleted DaemonSet pod comes back after a delay from the newest template, with that
   revision's `controller-revision-hash`, and turns Ready after another delay, unless its image is
   missing from the emulated registry (then it stays not-ready with an image pull error);
-- while a driver pod is gone the node's `nvidia.com/gpu` allocatable is 0 and validators are not
-  Ready; a Ready driver restores allocatable, relabels the running driver version (as GPU Feature
-  Discovery would) and lets validators turn Ready.
+- the GPU driver's pods also drive their node's GPUs and validators (`driver.py`).
 """
 
 from __future__ import annotations
@@ -18,31 +16,18 @@ from typing import Any
 
 from upgrader.core.selectors import node_selector_matches
 from upgrader.sim.clock import rfc3339
-from upgrader.sim.podutil import (
-    gpu_request,
-    is_ready,
-    is_terminal,
-    is_terminating,
-    node_of,
-    set_ready,
-)
-from upgrader.sim.settings import (
-    DRIVER_COMPONENT,
-    DRIVER_COMPONENT_LABEL,
-    GPU,
-    VALIDATOR_APP,
-    SimSettings,
-)
+from upgrader.sim.driver import DriverLifecycle, driver_version, is_driver_daemonset
+from upgrader.sim.kubelet import container_status, mark_image_pull_error, mark_running, report_ready
+from upgrader.sim.podutil import is_ready, is_terminating, node_of, set_ready
+from upgrader.sim.settings import VALIDATOR_APP, SimSettings
 from upgrader.sim.store import NAME_ALPHABET, Store
 from upgrader.sim.watch import Change
 
+# What other code imports from here; the driver helpers live in driver.py.
+__all__ = ["HASH_LABEL", "DaemonSetController", "driver_version", "is_driver_daemonset", "revision_hash"]
+
 Obj = dict[str, Any]
 HASH_LABEL = "controller-revision-hash"
-DRIVER_VERSION_LABELS = (
-    "nvidia.com/cuda.driver.major",
-    "nvidia.com/cuda.driver.minor",
-    "nvidia.com/cuda.driver.rev",
-)
 
 
 def revision_hash(template: Obj, collision_count: int = 0) -> str:
@@ -56,19 +41,6 @@ def revision_hash(template: Obj, collision_count: int = 0) -> str:
     return "".join(NAME_ALPHABET[ord(ch) % len(NAME_ALPHABET)] for ch in str(h))
 
 
-def is_driver_daemonset(ds: Obj) -> bool:
-    return (ds["metadata"].get("labels") or {}).get(DRIVER_COMPONENT_LABEL) == DRIVER_COMPONENT
-
-
-def driver_version(template: Obj) -> str | None:
-    """The full driver version a driver template installs (its DRIVER_VERSION env)."""
-    for container in (template.get("spec") or {}).get("containers") or []:
-        for env in container.get("env") or []:
-            if env.get("name") == "DRIVER_VERSION":
-                return str(env.get("value"))
-    return None
-
-
 class DaemonSetController:
     def __init__(self, store: Store, settings: SimSettings) -> None:
         self.store = store
@@ -78,8 +50,16 @@ class DaemonSetController:
         self.pods = store.type("", "v1", "pods")
         self.nodes = store.type("", "v1", "nodes")
         self._pending: set[tuple[str, str]] = set()  # (daemonset uid, node) with a create queued
-        # Driver restarts that happened while GPU workloads still ran on the node.
-        self.incidents: list[str] = []
+        self.driver = DriverLifecycle(store, settings, self.daemonset_of)
+
+    @property
+    def incidents(self) -> list[str]:
+        """Driver restarts that happened while GPU workloads still ran on the node."""
+        return self.driver.incidents
+
+    def refresh_validators(self, node_name: str) -> None:
+        """Re-evaluate a node's validators (see `DriverLifecycle`)."""
+        self.driver.refresh_validators(node_name)
 
     # ----- reactions ------------------------------------------------------------------------
 
@@ -112,7 +92,7 @@ class DaemonSetController:
         old, new = change.old, change.new
         stopping = old is not None and not is_terminating(old)
         if stopping and ds is not None and (change.type == "DELETED" or is_terminating(new)):
-            self._driver_stopping(ds, new)
+            self.driver.stopping(ds, new)
         if change.type == "DELETED" and ds is not None:
             node = self.store.find(self.nodes, None, node_of(new))
             if node is not None:
@@ -239,14 +219,14 @@ class DaemonSetController:
                 "hostIP": "10.0.0.1",
                 "startTime": now,
                 "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
-                "containerStatuses": [_container_status(c, running=ready_now, now=now) for c in containers],
+                "containerStatuses": [container_status(c, running=ready_now, now=now) for c in containers],
             },
         }
         if not ready_now:
             set_ready(body, False, now, "ContainersNotReady")  # as the kubelet reports a starting pod
         pod = self.store.create(self.pods, ds["metadata"]["namespace"], body)
         if ready_now:
-            self._set_pod_ready(pod, True)
+            report_ready(self.store, self.pods, pod, True)
         else:
             self._start(pod)
         return pod
@@ -265,7 +245,7 @@ class DaemonSetController:
             def pull_failed() -> None:
                 if alive() is not None:
                     now = rfc3339(self.store.clock.now())
-                    self.store.mutate(self.pods, ns, name, lambda p: _image_pull_error(p, missing, now))
+                    self.store.mutate(self.pods, ns, name, lambda p: mark_image_pull_error(p, missing, now))
 
             self.store.scheduler.after(self.settings.image_pull_delay, f"pull {missing}", pull_failed)
             return
@@ -274,7 +254,7 @@ class DaemonSetController:
             p = alive()
             if p is not None:
                 self.store.mutate(
-                    self.pods, ns, name, lambda obj: _running(obj, rfc3339(self.store.clock.now()))
+                    self.pods, ns, name, lambda obj: mark_running(obj, rfc3339(self.store.clock.now()))
                 )
                 p = alive()
                 if p is not None:
@@ -284,91 +264,12 @@ class DaemonSetController:
 
     def _became_running(self, pod: Obj) -> None:
         if (pod["metadata"].get("labels") or {}).get("app") == VALIDATOR_APP:
-            self.refresh_validators(node_of(pod))
+            self.driver.refresh_validators(node_of(pod))
             return
-        self._set_pod_ready(pod, True)
-        ds = self._ds_by_uid((_ds_owner(pod) or {}).get("uid", ""), pod["metadata"]["namespace"])
+        report_ready(self.store, self.pods, pod, True)
+        ds = self.daemonset_of(pod)
         if ds is not None and is_driver_daemonset(ds):
-            self._driver_ready(ds, node_of(pod))
-
-    def _set_pod_ready(self, pod: Obj, ready: bool, reason: str | None = None) -> None:
-        now = rfc3339(self.store.clock.now())
-        self.store.mutate(
-            self.pods,
-            pod["metadata"]["namespace"],
-            pod["metadata"]["name"],
-            lambda p: set_ready(p, ready, now, reason),
-        )
-
-    # ----- the driver on a node -------------------------------------------------------------
-
-    def _driver_ready(self, ds: Obj, node_name: str) -> None:
-        version = driver_version((ds.get("spec") or {}).get("template") or {})
-
-        def reload(node: Obj) -> None:
-            status = node.setdefault("status", {})
-            capacity = (status.get("capacity") or {}).get(GPU)
-            if capacity is not None:
-                status.setdefault("allocatable", {})[GPU] = capacity
-            parts = (version or "").split(".")
-            if len(parts) == 3:
-                labels = node["metadata"].setdefault("labels", {})
-                labels.update(dict(zip(DRIVER_VERSION_LABELS, parts, strict=True)))
-
-        self.store.mutate(self.nodes, None, node_name, reload)
-        self.store.scheduler.after(
-            self.settings.validator_ready_delay,
-            f"validate {node_name}",
-            lambda: self.refresh_validators(node_name),
-        )
-
-    def _driver_stopping(self, ds: Obj, pod: Obj) -> None:
-        if not is_driver_daemonset(ds):
-            return
-        node_name = node_of(pod)
-        busy = [
-            p["metadata"]["name"] for p in self._pods_on(node_name) if gpu_request(p) and not is_terminal(p)
-        ]
-        if busy:
-            self.incidents.append(
-                f"driver pod {pod['metadata']['name']} stopped on {node_name} while GPU pods ran: "
-                + ", ".join(sorted(busy))
-            )
-        self.store.mutate(
-            self.nodes,
-            None,
-            node_name,
-            lambda n: n.setdefault("status", {}).setdefault("allocatable", {}).__setitem__(GPU, "0"),
-        )
-        self.refresh_validators(node_name)
-
-    def refresh_validators(self, node_name: str) -> None:
-        """Validators are Ready exactly when the node's driver pod is Ready and the node is sound."""
-        driver_ok = any(
-            is_ready(p) and not is_terminating(p) for p in self._pods_on(node_name) if self._is_driver_pod(p)
-        )
-        healthy = driver_ok and node_name not in self.settings.broken_validation_nodes
-        if healthy:
-            self.store.mutate(self.nodes, None, node_name, _restore_allocatable)
-        for pod in self._pods_on(node_name):
-            if (pod["metadata"].get("labels") or {}).get("app") != VALIDATOR_APP or is_terminating(pod):
-                continue
-            if (pod.get("status") or {}).get("phase") != "Running":
-                continue
-            reason = None if healthy else "DriverNotReady" if not driver_ok else "ValidationFailed"
-            self._set_pod_ready(pod, healthy, reason)
-        if driver_ok and not healthy:
-            self.store.mutate(
-                self.nodes,
-                None,
-                node_name,
-                lambda n: n.setdefault("status", {}).setdefault("allocatable", {}).__setitem__(GPU, "0"),
-            )
-
-    def _is_driver_pod(self, pod: Obj) -> bool:
-        owner = _ds_owner(pod)
-        ds = self._ds_by_uid(owner.get("uid", ""), pod["metadata"]["namespace"]) if owner else None
-        return ds is not None and is_driver_daemonset(ds)
+            self.driver.ready(ds, node_of(pod))
 
     # ----- status ---------------------------------------------------------------------------
 
@@ -412,12 +313,10 @@ class DaemonSetController:
     def _ds_by_uid(self, uid: str, namespace: str) -> Obj | None:
         return next((d for d in self.store.objects(self.ds, namespace) if d["metadata"]["uid"] == uid), None)
 
-
-def _restore_allocatable(node: Obj) -> None:
-    status = node.setdefault("status", {})
-    capacity = (status.get("capacity") or {}).get(GPU)
-    if capacity is not None:
-        status.setdefault("allocatable", {})[GPU] = capacity
+    def daemonset_of(self, pod: Obj) -> Obj | None:
+        """The DaemonSet controlling a pod, if it still exists."""
+        owner = _ds_owner(pod)
+        return self._ds_by_uid(owner.get("uid", ""), pod["metadata"]["namespace"]) if owner else None
 
 
 def _ds_owner(pod: Obj) -> Obj | None:
@@ -437,37 +336,3 @@ def _owner_ref(ds: Obj) -> Obj:
         "blockOwnerDeletion": True,
     }
 
-
-def _container_status(container: Obj, running: bool, now: str) -> Obj:
-    state: Obj = {"running": {"startedAt": now}} if running else {"waiting": {"reason": "ContainerCreating"}}
-    return {
-        "name": container.get("name", ""),
-        "image": container.get("image", ""),
-        "ready": False,
-        "restartCount": 0,
-        "started": running,
-        "state": state,
-    }
-
-
-def _running(pod: Obj, now: str) -> None:
-    status = pod.setdefault("status", {})
-    status["phase"] = "Running"
-    for cs in status.get("containerStatuses") or []:
-        cs["state"] = {"running": {"startedAt": now}}
-        cs["started"] = True
-
-
-def _image_pull_error(pod: Obj, image: str, now: str) -> None:
-    status = pod.setdefault("status", {})
-    status["phase"] = "Pending"
-    for cs in status.get("containerStatuses") or []:
-        if cs.get("image") == image:
-            cs["state"] = {
-                "waiting": {
-                    "reason": "ImagePullBackOff",
-                    "message": f'Back-off pulling image "{image}": ErrImagePull: failed to pull and unpack '
-                    f'image "{image}": not found',
-                }
-            }
-    set_ready(pod, False, now, "ContainersNotReady")

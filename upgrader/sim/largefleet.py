@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from upgrader.sim.daemonsets import revision_hash
-from upgrader.sim.scenarios import (
+from upgrader.sim.fleet_builders import (
     KERNELS,
     NEW_DRIVER,
     OLD_DRIVER,

@@ -14,27 +14,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.settings import (
-    DRIVER_COMPONENT,
-    DRIVER_COMPONENT_LABEL,
-    GPU,
-    JOB_RUN_SECONDS,
-    VALIDATOR_APP,
+from upgrader.sim.fleet_builders import (
+    DRIVER_REPO,
+    GPUS_PER_NODE,
+    KERNELS,
+    NEW_DRIVER,
+    OLD_DRIVER,
+    OPERATOR_NS,
+    OS_TAG,
+    PRODUCTS,
+    ZONES,
+    driver_daemonset,
+    driver_tag,
+    driver_template,
+    node_object,
+    pod_object,
+    validator_daemonset,
 )
+from upgrader.sim.settings import GPU, JOB_RUN_SECONDS
 
 Obj = dict[str, Any]
 
 DEFAULT_NODES = 6
-ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
-OPERATOR_NS = "gpu-operator"
-DRIVER_REPO = "nvcr.io/nvidia/driver"
-OLD_DRIVER = "535.161.08"
-NEW_DRIVER = "550.90.07"
-OS_TAG = "ubuntu22.04"
-KERNELS = ("5.15.0-105-generic", "5.15.0-113-generic")
 UNBUILT_KERNEL = "5.15.0-119-generic"  # the missing-image scenario's odd node
-PRODUCTS = ("NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB")
-GPUS_PER_NODE = 8
 BATCH_SELECTOR = "app=batch-eval"
 
 
@@ -53,197 +55,6 @@ class ScenarioInfo:
     missing_image_node: str | None = None
     broken_validation_node: str | None = None
     notes: list[str] = field(default_factory=list)
-
-
-def driver_tag(version: str, kernel: str, os_tag: str = OS_TAG) -> str:
-    """The precompiled driver image tag: `<branch>-<kernel>-<os>`."""
-    return f"{version.split('.')[0]}-{kernel}-{os_tag}"
-
-
-def node_object(name: str, zone: str, kernel: str, product: str, index: int) -> Obj:
-    major, minor, rev = OLD_DRIVER.split(".")
-    kmaj, kmin, krest = kernel.split(".", 2)
-    return {
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "node.kubernetes.io/instance-type": "p5.48xlarge" if "H100" in product else "p4d.24xlarge",
-                "topology.kubernetes.io/region": "us-east-1",
-                "topology.kubernetes.io/zone": zone,
-                "nvidia.com/gpu.present": "true",
-                "nvidia.com/gpu.deploy.driver": "true",
-                "nvidia.com/gpu.deploy.operator-validator": "true",
-                "nvidia.com/gpu.product": product,
-                "nvidia.com/gpu.count": str(GPUS_PER_NODE),
-                "nvidia.com/gpu.memory": "81559",
-                "nvidia.com/cuda.driver.major": major,
-                "nvidia.com/cuda.driver.minor": minor,
-                "nvidia.com/cuda.driver.rev": rev,
-                "nvidia.com/cuda.runtime.major": "12",
-                "nvidia.com/cuda.runtime.minor": "2",
-                "feature.node.kubernetes.io/kernel-version.full": kernel,
-                "feature.node.kubernetes.io/kernel-version.major": kmaj,
-                "feature.node.kubernetes.io/kernel-version.minor": kmin,
-                "feature.node.kubernetes.io/kernel-version.revision": krest.split("-")[0],
-                "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
-                "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
-            },
-        },
-        "spec": {"podCIDR": f"10.244.{index}.0/24"},
-        "status": {
-            "capacity": {"cpu": "192", "memory": "2097152Mi", "pods": "110", GPU: str(GPUS_PER_NODE)},
-            "allocatable": {"cpu": "190", "memory": "2080000Mi", "pods": "110", GPU: str(GPUS_PER_NODE)},
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "KubeletReady",
-                    "message": "kubelet is posting ready status",
-                }
-            ],
-            "addresses": [
-                {"type": "InternalIP", "address": f"10.0.{index // 250}.{index % 250 + 2}"},
-                {"type": "Hostname", "address": name},
-            ],
-            "nodeInfo": {
-                "kernelVersion": kernel,
-                "osImage": "Ubuntu 22.04.4 LTS",
-                "kubeletVersion": "v1.32.4",
-                "containerRuntimeVersion": "containerd://1.7.20",
-                "architecture": "amd64",
-                "operatingSystem": "linux",
-            },
-        },
-    }
-
-
-def driver_daemonset(kernel: str, version: str) -> Obj:
-    name = f"nvidia-driver-daemonset-{kernel}-{OS_TAG}"
-    labels = {"app": "nvidia-driver-daemonset", "nvidia.com/precompiled": "true"}
-    return {
-        "metadata": {"name": name, "labels": {**labels, DRIVER_COMPONENT_LABEL: DRIVER_COMPONENT}},
-        "spec": {
-            "selector": {
-                "matchLabels": {
-                    "app": "nvidia-driver-daemonset",
-                    "feature.node.kubernetes.io/kernel-version.full": kernel,
-                }
-            },
-            "updateStrategy": {"type": "OnDelete"},
-            "template": driver_template(kernel, version),
-        },
-    }
-
-
-def driver_template(kernel: str, version: str) -> Obj:
-    return {
-        "metadata": {
-            "labels": {
-                "app": "nvidia-driver-daemonset",
-                "nvidia.com/precompiled": "true",
-                "feature.node.kubernetes.io/kernel-version.full": kernel,
-            }
-        },
-        "spec": {
-            "nodeSelector": {
-                "nvidia.com/gpu.deploy.driver": "true",
-                "feature.node.kubernetes.io/kernel-version.full": kernel,
-            },
-            "priorityClassName": "system-node-critical",
-            "terminationGracePeriodSeconds": 1,
-            "containers": [
-                {
-                    "name": "nvidia-driver-ctr",
-                    "image": f"{DRIVER_REPO}:{driver_tag(version, kernel)}",
-                    "env": [{"name": "DRIVER_VERSION", "value": version}],
-                    "securityContext": {"privileged": True},
-                }
-            ],
-        },
-    }
-
-
-def _validator_ds() -> Obj:
-    return {
-        "metadata": {"name": VALIDATOR_APP, "labels": {"app": VALIDATOR_APP}},
-        "spec": {
-            "selector": {"matchLabels": {"app": VALIDATOR_APP}},
-            "template": {
-                "metadata": {"labels": {"app": VALIDATOR_APP}},
-                "spec": {
-                    "nodeSelector": {"nvidia.com/gpu.deploy.operator-validator": "true"},
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [
-                        {
-                            "name": "nvidia-operator-validator",
-                            "image": "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v24.6.0",
-                        }
-                    ],
-                },
-            },
-        },
-    }
-
-
-def pod_object(
-    name: str,
-    node: str,
-    labels: dict[str, str],
-    image: str,
-    gpus: int = 0,
-    owner: tuple[str, str, str] | None = None,
-    empty_dir: bool = False,
-    annotations: dict[str, str] | None = None,
-) -> Obj:
-    resources: Obj = {"requests": {"cpu": "4", "memory": "16Gi"}}
-    if gpus:
-        resources["requests"][GPU] = str(gpus)
-        resources["limits"] = {GPU: str(gpus)}
-    spec: Obj = {
-        "nodeName": node,
-        "terminationGracePeriodSeconds": 1,
-        "containers": [{"name": "main", "image": image, "resources": resources}],
-    }
-    if empty_dir:
-        spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
-        spec["containers"][0]["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
-    metadata: Obj = {"name": name, "labels": labels, "annotations": annotations or {}}
-    if owner:
-        api_version, kind, owner_name = owner
-        metadata["ownerReferences"] = [
-            {
-                "apiVersion": api_version,
-                "kind": kind,
-                "name": owner_name,
-                "uid": f"uid-{kind.lower()}-{owner_name}",
-                "controller": True,
-            }
-        ]
-    return {
-        "metadata": metadata,
-        "spec": spec,
-        "status": {
-            "phase": "Running",
-            "podIP": "10.244.0.10",
-            "conditions": [
-                {"type": "Ready", "status": "True"},
-                {"type": "ContainersReady", "status": "True"},
-            ],
-            "containerStatuses": [
-                {
-                    "name": "main",
-                    "image": image,
-                    "ready": True,
-                    "restartCount": 0,
-                    "started": True,
-                    "state": {"running": {}},
-                }
-            ],
-        },
-    }
 
 
 class _Builder:
@@ -279,7 +90,7 @@ class _Builder:
             for node, k in self.kernels.items():
                 if k == kernel:
                     self.c.daemonsets.create_pod(ds, node, ready_now=True)
-        validator = self.c.create("daemonsets", _validator_ds(), OPERATOR_NS, "apps")
+        validator = self.c.create("daemonsets", validator_daemonset(), OPERATOR_NS, "apps")
         for node in self.info.nodes:
             self.c.daemonsets.create_pod(validator, node, ready_now=True)
         # The new driver is rolled into the DaemonSets; OnDelete leaves every node on the old one.

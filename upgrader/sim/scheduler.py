@@ -53,5 +53,24 @@ class Scheduler:
             return None
         return heapq.heappop(self._heap)
 
+    def run_due(self) -> int:
+        """Run every timer that is due at the clock's current time; returns how many ran."""
+        ran = 0
+        while (timer := self.pop_due(self.clock.now())) is not None:
+            timer.action()
+            ran += 1
+        return ran
+
+    def advance(self, seconds: float, set_time: Callable[[float], None]) -> None:
+        """Move a virtual clock (via `set_time`) forward, firing timers at their own due times on the way."""
+        target = self.clock.now() + seconds
+        while True:
+            due = self.next_due()
+            if due is None or due > target:
+                break
+            set_time(max(due, self.clock.now()))
+            self.run_due()
+        set_time(target)
+
     def pending(self) -> list[Timer]:
         return sorted(t for t in self._heap if not t.cancelled)

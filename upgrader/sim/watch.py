@@ -1,4 +1,4 @@
-"""Watch streams: events fan out from the store to per-request queues."""
+"""Watch streams: the store's recent changes, replayed and fanned out to per-request queues."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from upgrader.core.selectors import FieldRequirement, LabelSelector
+from upgrader.sim import errors
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,43 @@ class Watcher:
         with self._cond:
             self.closed = True
             self._cond.notify_all()
+
+
+class ChangeFeed:
+    """The store's recent history and its open watchers; the store's lock guards both."""
+
+    def __init__(self, limit: int) -> None:
+        self._history: deque[Change] = deque(maxlen=limit)
+        self._watchers: list[Watcher] = []
+
+    def publish(self, change: Change) -> None:
+        """Keep a committed change and offer it to every open watcher."""
+        self._history.append(change)
+        for watcher in self._watchers:
+            watcher.offer(change)
+
+    def replay(self, watcher: Watcher, since: int, current_rv: int) -> None:
+        """Offer a watcher every kept change after `since`; 410 Expired once history has moved past it."""
+        oldest = self._history[0].rv if self._history else current_rv + 1
+        if since < oldest - 1 and len(self._history) == self._history.maxlen:
+            raise errors.ApiError(410, f"too old resource version: {since} ({oldest - 1})", reason="Expired")
+        for change in self._history:
+            if change.rv > since:
+                watcher.offer(change)
+
+    def subscribe(self, watcher: Watcher) -> None:
+        self._watchers.append(watcher)
+
+    def unsubscribe(self, watcher: Watcher) -> None:
+        if watcher in self._watchers:
+            self._watchers.remove(watcher)
+
+
+def parse_resource_version(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError as exc:
+        raise errors.bad_request(f"invalid resource version {text!r}") from exc
 
 
 def _with_resource_version(obj: dict[str, Any], rv: int) -> dict[str, Any]:
