@@ -11,7 +11,7 @@ from typing import Any
 
 from upgrader.config import Settings
 from upgrader.core import rollout
-from upgrader.core.actions import Action, Event, Outcome, Transition, WriteStatus
+from upgrader.core.actions import Action, Event, Outcome, Result, Transition, WriteStatus
 from upgrader.core.policy import Policy
 from upgrader.core.states import STATE_SINCE
 from upgrader.core.status import meaningful, rollout_status
@@ -51,6 +51,8 @@ class _Pass:
         self.applier = Applier(controller.api, controller.settings, raw_nodes, now)
         self.outcomes: list[Outcome] = []
         self.transitions: list[tuple[str, str, float | None]] = []
+        self.errors: list[str] = []
+        self.disrupted: set[str] = set()  # PodDisruptionBudgets this pass spent on evictions
 
     def act(self, actions: list[Action]) -> list[Outcome]:
         """Apply actions while we lead; fold successful node writes into the snapshot."""
@@ -58,6 +60,8 @@ class _Pass:
             return []
         done = self.applier.apply(actions)
         self.outcomes.extend(done)
+        for outcome in done:
+            self._log(outcome)
         applied = [o.action for o in done if o.ok]
         for action in applied:
             if isinstance(action, Transition) and action.source is not None:
@@ -67,6 +71,23 @@ class _Pass:
                 )
         self.snapshot = rollout.project(self.snapshot, applied)
         return done
+
+    def _log(self, outcome: Outcome) -> None:
+        """Say in the log what people otherwise only see in Events, and count what went wrong."""
+        action = outcome.action
+        if outcome.result is Result.ERROR:
+            text = f"{type(action).__name__} on {getattr(action, 'node', '-')} failed: {outcome.message}"
+            self.errors.append(text)
+            log.warning(text)
+        elif isinstance(action, Event) and outcome.ok:
+            (log.warning if action.type == "Warning" else log.info)("%s: %s", action.node, action.message)
+        elif isinstance(action, Transition) and outcome.ok:
+            log.info(
+                "%s: %s -> %s",
+                action.node,
+                action.source.value if action.source else "(unlabelled)",
+                action.target.value,
+            )
 
 
 class Controller:
@@ -114,7 +135,8 @@ class Controller:
                 attempted = work.act(list(plan.attempts))
                 if plan.attempts and not attempted:
                     continue  # lost leadership mid-pass
-                decided = rollout.conclude(ctx, plan, attempted, now)
+                decided = rollout.conclude(ctx, plan, attempted, now, frozenset(work.disrupted))
+                work.disrupted.update(rollout.spent_budgets(plan, attempted))
                 work.act(decided)
                 entry = rollout.waiting_entry(ctx, plan, decided)
                 if entry is not None:
@@ -135,7 +157,12 @@ class Controller:
             work.act([WriteStatus(status), *self._phase_events(previous, status)])
         leading = self.leading()
         return PassReport(
-            acted=leading, status=status, outcomes=work.outcomes, transitions=work.transitions, leader=leading
+            acted=leading,
+            status=status,
+            outcomes=work.outcomes,
+            transitions=work.transitions,
+            leader=leading,
+            error="; ".join(work.errors) or None,  # a denied or failed write counts as a failed pass
         )
 
     @staticmethod

@@ -186,7 +186,7 @@ class MetricsServer:
                     outer._send(self, 200 if ok else 503, b"ok\n" if ok else b"reconcile loop stalled\n")
                 elif path == "/readyz":
                     ok = ready()
-                    outer._send(self, 200 if ok else 503, b"ok\n" if ok else b"no successful pass yet\n")
+                    outer._send(self, 200 if ok else 503, b"ok\n" if ok else b"no successful pass recently\n")
                 else:
                     outer._send(self, 404, b"not found\n")
 

@@ -21,6 +21,7 @@ from upgrader.kube.waker import Waker
 from upgrader.metrics import Metrics, MetricsServer
 
 log = logging.getLogger("upgrader")
+logging.getLogger("transitions").setLevel(logging.WARNING)  # one line per trigger is noise in our log
 
 
 def build_controller(

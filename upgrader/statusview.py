@@ -27,7 +27,8 @@ def bar(done: int, total: int, width: int = 20) -> str:
 
 def progress_line(status: dict[str, Any], elapsed: float | None = None) -> str:
     """One line: phase, domain, nodes per state (non-zero only)."""
-    counts = " ".join(f"{SHORT.get(k, k)}={v}" for k, v in status.get("nodes_by_state", {}).items() if v)
+    by_state = status.get("nodes_by_state", {})
+    counts = " ".join(f"{SHORT[s.value]}={by_state[s.value]}" for s in State if by_state.get(s.value))
     prefix = f"[{elapsed:6.1f}s] " if elapsed is not None else ""
     domain = status.get("current_domain") or "-"
     return f"{prefix}{status.get('phase', '?'):<8} domain {domain:<12} {counts}"
@@ -41,16 +42,15 @@ def render_table(status: dict[str, Any]) -> str:
         lines.append("")
         lines.append("BLOCKED")
         for b in blocked:
-            lines.append(
-                f"  {b['node']:<16} {b['state']:<24} since {b['since']}  {b['reason']}  ({b['runbook']})"
-            )
+            lines.append(f"  {b['node']:<16} {b['state']:<24} since {b['since']}  {b['reason']}  ({b['runbook']})")
     failed = status.get("failed") or []
     if failed:
         lines.append("")
         lines.append("FAILED")
         for f in failed:
             ack = " [acknowledged]" if f.get("acknowledged") else ""
-            lines.append(f"  {f['node']:<16} at {f['since']}{ack}  {f['reason']}  ({f['runbook']})")
+            where = f" in {f['state']}" if f.get("state") else ""
+            lines.append(f"  {f['node']:<16}{where} at {f['since']}{ack}  {f['reason']}  ({f['runbook']})")
     waiting = status.get("waiting") or []
     if waiting:
         lines.append("")
@@ -59,8 +59,9 @@ def render_table(status: dict[str, Any]) -> str:
             lines.append(f"  {w['node']:<16} {w['state']:<24} {w['reason']}")
     lines.append("")
     lines.append("NODES BY STATE")
-    for state, count in (status.get("nodes_by_state") or {}).items():
-        lines.append(f"  {state:<24} {count}")
+    counts = status.get("nodes_by_state") or {}
+    for state in State:  # lifecycle order, whatever order the stored JSON has
+        lines.append(f"  {state.value:<24} {counts.get(state.value, 0)}")
     domains = status.get("domains") or []
     if domains:
         lines.append("")
@@ -77,7 +78,6 @@ def render_table(status: dict[str, Any]) -> str:
         if items:
             lines.append("")
             lines.append(
-                f"{label}: "
-                + ", ".join(i if isinstance(i, str) else f"{i['node']} ({i['reason']})" for i in items)
+                f"{label}: " + ", ".join(i if isinstance(i, str) else f"{i['node']} ({i['reason']})" for i in items)
             )
     return "\n".join(lines)

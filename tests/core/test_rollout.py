@@ -397,7 +397,8 @@ def test_a_fleet_rolls_one_domain_at_a_time_and_stops_at_a_pdb() -> None:
         validator(n.name) for n in nodes
     ]
     pods.append(gpu_pod("web-0", "b1", labels={"app": "web"}))
-    world = World(snapshot(nodes, pods, pdbs=[pdb("web", allowed=0, healthy=1, desired=1)]), refuse={"web-0"})
+    budget = pdb("web", allowed=0, healthy=1, desired=1, expected=1)
+    world = World(snapshot(nodes, pods, pdbs=[budget]), refuse={"web-0"})
     pol = policy(maxParallelUpgrades=2, maxUnavailable="100%")
     history = []
     for i in range(14):

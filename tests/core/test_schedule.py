@@ -280,7 +280,7 @@ def test_a_failed_node_still_costs_budget_when_acknowledged() -> None:
     nodes = fleet(("a1", "a", FAILED), ("b1", "b", REQ))
     schedule = plan_starts(nodes, policy(maxUnavailable=1), T0, True, {"a1"})
     assert (schedule.starts, schedule.current_domain) == ([], "b")
-    assert schedule.waiting == "maxUnavailable 1 reached (1 nodes unavailable)"
+    assert schedule.waiting == "maxUnavailable 1 reached (1 node unavailable)"
 
 
 def test_everything_finished() -> None:

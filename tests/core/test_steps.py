@@ -21,7 +21,7 @@ from upgrader.core.actions import (
     Transition,
 )
 from upgrader.core.policy import Policy
-from upgrader.core.rollout import waiting_entry
+from upgrader.core.rollout import conclude, waiting_entry
 from upgrader.core.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
@@ -83,9 +83,7 @@ def rfc(now: float) -> str:
 def blocked(kind: str, reason: str, since: str, state: State, runbook: str) -> list[Any]:
     return [
         Annotate("n1", {BLOCKED_KIND: kind, BLOCKED_REASON: reason, BLOCKED_SINCE: since}),
-        Event(
-            "n1", "Warning", f"blocked in {state.value} since {since}: {reason}; see runbooks/{runbook}.md"
-        ),
+        Event("n1", "Warning", f"blocked in {state.value} since {since}: {reason}; see runbooks/{runbook}.md"),
     ]
 
 
@@ -120,9 +118,7 @@ def test_cordon_marks_the_node_unschedulable_then_moves_on() -> None:
 
 
 def test_cordon_skips_the_patch_when_already_unschedulable() -> None:
-    plan, actions = run_step(
-        snapshot([node(state=S.CORDON_REQUIRED, since=0, unschedulable=True)]), now=T0 + 5
-    )
+    plan, actions = run_step(snapshot([node(state=S.CORDON_REQUIRED, since=0, unschedulable=True)]), now=T0 + 5)
     assert plan.attempts == []
     assert actions == [moved(S.CORDON_REQUIRED, S.WAIT_FOR_JOBS_REQUIRED, T0 + 5)]
 
@@ -131,9 +127,7 @@ def test_cordon_skips_the_patch_when_already_unschedulable() -> None:
 def test_a_failed_write_is_retried_next_pass_not_concluded(result: Result) -> None:
     snap = snapshot([node(state=S.CORDON_REQUIRED, since=0)])
     _, plan = step(snap)
-    _, actions = run_step(
-        snap, now=T0 + 5, outcomes=[Outcome(plan.attempts[0], result, "etcdserver: timeout")]
-    )
+    _, actions = run_step(snap, now=T0 + 5, outcomes=[Outcome(plan.attempts[0], result, "etcdserver: timeout")])
     assert actions == []
 
 
@@ -160,8 +154,7 @@ def test_wait_for_jobs_waits_for_selected_pods_without_timeout() -> None:
     pol = policy(waitForCompletion={"podSelector": "app=train"})
     plan, actions = run_step(snap, pol=pol, now=T0 + 10 * 86400)
     assert plan.waiting == (
-        "waiting for 1 job pod to finish: default/train-0 "
-        "(waitForCompletion.podSelector app=train, no timeout)"
+        "waiting for 1 job pod to finish: default/train-0 (waitForCompletion.podSelector app=train, no timeout)"
     )
     assert actions == []
 
@@ -221,9 +214,7 @@ JOBS_WAITING = (
 )
 def test_wait_for_jobs_timeout(on_blocked: str, now: float, expected: list[Any]) -> None:
     snap = _jobs_snapshot(gpu_pod("train-0", owner="Job", labels={"app": "train"}))
-    pol = policy(
-        waitForCompletion={"podSelector": "app=train", "timeoutSeconds": 600}, onBlockedTimeout=on_blocked
-    )
+    pol = policy(waitForCompletion={"podSelector": "app=train", "timeoutSeconds": 600}, onBlockedTimeout=on_blocked)
     _, actions = run_step(snap, pol=pol, now=now)
     assert actions == expected
 
@@ -274,9 +265,7 @@ def test_pod_deletion_moves_on_when_no_gpu_pod_is_left() -> None:
     snap = _deletion(pod("web-0", labels={"app": "web"}), gpu_pod("done-0", phase="Succeeded"))
     _, actions = run_step(snap, now=T0 + 9)
     # Entering pod-restart-required records the driver pod to replace.
-    assert actions == [
-        moved(S.POD_DELETION_REQUIRED, S.POD_RESTART_REQUIRED, T0 + 9, **{DRIVER_POD_UID: "driver-old"})
-    ]
+    assert actions == [moved(S.POD_DELETION_REQUIRED, S.POD_RESTART_REQUIRED, T0 + 9, **{DRIVER_POD_UID: "driver-old"})]
 
 
 def test_pod_deletion_moves_to_drain_when_drain_is_enabled() -> None:
@@ -295,18 +284,18 @@ def test_pod_deletion_moves_to_drain_when_drain_is_enabled() -> None:
         (
             [gpu_pod("scratch", empty_dir=True)],
             {},
-            "cannot evict: default/scratch use emptyDir (set gpuPodDeletion.deleteEmptyDir to delete)",
+            "cannot evict: default/scratch uses emptyDir (set gpuPodDeletion.deleteEmptyDir to delete)",
         ),
         (
             [gpu_pod("solo", owner=None), gpu_pod("scratch", empty_dir=True), gpu_pod("fine")],
             {},
             "cannot evict: default/solo not managed by a controller (set gpuPodDeletion.force to delete); "
-            "default/scratch use emptyDir (set gpuPodDeletion.deleteEmptyDir to delete)",
+            "default/scratch uses emptyDir (set gpuPodDeletion.deleteEmptyDir to delete)",
         ),
         (
             [gpu_pod("solo", owner=None, empty_dir=True)],
             {"force": True},
-            "cannot evict: default/solo use emptyDir (set gpuPodDeletion.deleteEmptyDir to delete)",
+            "cannot evict: default/solo uses emptyDir (set gpuPodDeletion.deleteEmptyDir to delete)",
         ),
         (
             [gpu_pod("solo", owner=None, empty_dir=True)],
@@ -321,9 +310,7 @@ def test_pod_deletion_blocks_on_pods_the_policy_does_not_allow_to_delete(
     plan, actions = run_step(_deletion(*pods), pol=policy(gpuPodDeletion=knobs), now=T0 + 7)
     assert plan.attempts == []  # nothing is evicted while one pod may not be
     assert plan.blocked == Blocked("pod-deletion", reason)
-    assert actions == blocked(
-        "pod-deletion", reason, at(7), S.POD_DELETION_REQUIRED, "gpu-pod-deletion-blocked"
-    )
+    assert actions == blocked("pod-deletion", reason, at(7), S.POD_DELETION_REQUIRED, "gpu-pod-deletion-blocked")
 
 
 @pytest.mark.parametrize(
@@ -368,8 +355,8 @@ def test_refusals_are_grouped_by_budget() -> None:
             gpu_pod("loose-0", labels={"app": "loose"}),
         ],
         pdbs=[
-            pdb("web", selector="app=web", allowed=0, healthy=3, desired=3),
-            pdb("db", namespace="data", selector="app=db", allowed=0, healthy=1, desired=1),
+            pdb("web", selector="app=web", allowed=0, healthy=3, desired=3, expected=3),
+            pdb("db", namespace="data", selector="app=db", allowed=0, healthy=1, desired=1, expected=1),
         ],
     )
     _, plan = step(snap)
@@ -522,9 +509,7 @@ def test_drain_excludes_daemonset_pods_and_honours_the_selector(selector: str, e
     if evicted:
         assert actions == []  # evicted: the pods are gone on a later pass
     else:
-        assert actions == [
-            moved(S.DRAIN_REQUIRED, S.POD_RESTART_REQUIRED, T0 + 4, **{DRIVER_POD_UID: "driver-old"})
-        ]
+        assert actions == [moved(S.DRAIN_REQUIRED, S.POD_RESTART_REQUIRED, T0 + 4, **{DRIVER_POD_UID: "driver-old"})]
 
 
 def test_drain_blocks_on_unmanaged_pods_naming_the_drain_knob() -> None:
@@ -535,12 +520,8 @@ def test_drain_blocks_on_unmanaged_pods_naming_the_drain_knob() -> None:
 
 
 def test_drain_with_nothing_to_evict_moves_on() -> None:
-    _, actions = run_step(
-        _drain(DRAIN_PODS[2], DRAIN_PODS[3]), pol=policy(drain={"enable": True}), now=T0 + 4
-    )
-    assert actions == [
-        moved(S.DRAIN_REQUIRED, S.POD_RESTART_REQUIRED, T0 + 4, **{DRIVER_POD_UID: "driver-old"})
-    ]
+    _, actions = run_step(_drain(DRAIN_PODS[2], DRAIN_PODS[3]), pol=policy(drain={"enable": True}), now=T0 + 4)
+    assert actions == [moved(S.DRAIN_REQUIRED, S.POD_RESTART_REQUIRED, T0 + 4, **{DRIVER_POD_UID: "driver-old"})]
 
 
 # ----- driver restart -------------------------------------------------------------------------------------
@@ -737,9 +718,7 @@ def test_validation_passes_when_everything_checks_out() -> None:
             "node reports driver 535.104.05, expected 550.54.15 (module not reloaded)",
         ),
         (
-            _validation(
-                driver=driver_pod(revision=NEW, ready=False), validators=(), gpus="4", version="535.104.05"
-            ),
+            _validation(driver=driver_pod(revision=NEW, ready=False), validators=(), gpus="4", version="535.104.05"),
             "driver pod not Ready at the new revision; "
             "no validator pod (app=nvidia-operator-validator) on the node; "
             "nvidia.com/gpu allocatable 4, expected 8; "
@@ -811,15 +790,11 @@ UPGRADE_ANNOTATIONS = {
         (None, True, [SetUnschedulable("n1", False)]),
     ],
 )
-def test_uncordon_respects_who_cordoned_the_node(
-    was: str | None, unschedulable: bool, attempts: list[Any]
-) -> None:
+def test_uncordon_respects_who_cordoned_the_node(was: str | None, unschedulable: bool, attempts: list[Any]) -> None:
     annotations = dict(UPGRADE_ANNOTATIONS)
     if was is not None:
         annotations[WAS_UNSCHEDULABLE] = was
-    snap = snapshot(
-        [node(state=S.UNCORDON_REQUIRED, since=0, unschedulable=unschedulable, annotations=annotations)]
-    )
+    snap = snapshot([node(state=S.UNCORDON_REQUIRED, since=0, unschedulable=unschedulable, annotations=annotations)])
     plan, actions = run_step(snap, now=T0 + 70)
     assert plan.attempts == attempts
     assert transition(actions).target is S.DONE
@@ -893,3 +868,35 @@ def test_the_pass_that_deletes_the_old_driver_pod_does_not_fail_the_node(annotat
     plan, actions = run_step(snap, now=T0 + 700)  # past the 600s default, the old driver pod never deleted
     assert plan.attempts == [DeletePod("n1", "gpu-operator", "nvidia-driver-n1-rev-old", "driver-old")]
     assert not any(isinstance(a, Transition) and a.target is S.FAILED for a in actions)
+
+
+@pytest.mark.parametrize(
+    ("budget", "disrupted"),
+    [
+        (pdb("web", allowed=0, healthy=2, desired=2, expected=3), frozenset()),  # a pod of it is down
+        (pdb("web", allowed=1, healthy=3, desired=2, expected=3), frozenset({"default/web"})),  # spent this pass
+    ],
+    ids=["budget-spent-by-a-disruption", "budget-spent-this-pass"],
+)
+def test_a_refusal_by_a_spent_budget_is_a_wait_not_a_block(budget: Any, disrupted: frozenset[str]) -> None:
+    snap = snapshot(
+        [node(state=S.POD_DELETION_REQUIRED, since=0)], [gpu_pod("web-0", labels={"app": "web"})], pdbs=[budget]
+    )
+    ctx, plan = step(snap)
+    actions = conclude(ctx, plan, _refused(plan, "web-0"), T0 + 1, disrupted)
+    assert actions == []  # no block annotations, no halt: the budget comes back by itself
+    assert plan.waiting == (
+        "eviction of default/web-0 waits for PodDisruptionBudget default/web: a disruption is in progress"
+    )
+
+
+def test_a_spent_budget_past_the_deletion_timeout_blocks() -> None:
+    snap = snapshot(
+        [node(state=S.POD_DELETION_REQUIRED, since=0)],
+        [gpu_pod("web-0", labels={"app": "web"})],
+        pdbs=[pdb("web", allowed=0, healthy=2, desired=2, expected=3)],
+    )
+    ctx, plan = step(snap)
+    actions = conclude(ctx, plan, _refused(plan, "web-0"), T0 + 301)
+    assert isinstance(actions[0], Annotate) and actions[0].annotations[BLOCKED_KIND] == "pod-deletion"
+    assert "(past the 300s timeout)" in actions[0].annotations[BLOCKED_REASON]

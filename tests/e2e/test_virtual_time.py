@@ -12,25 +12,19 @@ from upgrader.core.timefmt import parse_rfc3339, rfc3339
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.invariants import RolloutRecorder
-from upgrader.sim.scenarios import build
+from upgrader.sim.scenarios import DRIVER_REPO, NEW_DRIVER, UNBUILT_KERNEL, build, driver_tag
 
 
-def virtual(
-    scenario: str, policy: dict[str, Any]
-) -> tuple[EmulatedCluster, Controller, RolloutRecorder, Any]:
+def virtual(scenario: str, policy: dict[str, Any]) -> tuple[EmulatedCluster, Controller, RolloutRecorder, Any]:
     cluster = EmulatedCluster.virtual()
     info = build(cluster, scenario)
     recorder = RolloutRecorder(cluster)
     api = KubeApi(cluster.client(), sleep=lambda _: None)
-    controller = Controller(
-        api, policy_from_mapping(policy), Settings(identity="virtual"), cluster.store.clock.now
-    )
+    controller = Controller(api, policy_from_mapping(policy), Settings(identity="virtual"), cluster.store.clock.now)
     return cluster, controller, recorder, info
 
 
-def run(
-    cluster: EmulatedCluster, controller: Controller, seconds: float, step: float = 1.0
-) -> dict[str, Any]:
+def run(cluster: EmulatedCluster, controller: Controller, seconds: float, step: float = 1.0) -> dict[str, Any]:
     status: dict[str, Any] = {}
     for _ in range(int(seconds / step)):
         status = controller.reconcile().status
@@ -67,9 +61,7 @@ def test_driver_restart_timeout_fails_the_node_on_time() -> None:
     status = run(cluster, ctl, 30)
     meta = cluster.get("nodes", node)["metadata"]
     assert meta["labels"][STATE_LABEL] == State.FAILED.value
-    failed_after = parse_rfc3339(meta["annotations"][FAILED_AT]) - entered(
-        rec, node, State.POD_RESTART_REQUIRED
-    )
+    failed_after = parse_rfc3339(meta["annotations"][FAILED_AT]) - entered(rec, node, State.POD_RESTART_REQUIRED)
     assert 600 <= failed_after < 602
     assert "ImagePullBackOff" in meta["annotations"][FAILED_REASON]
     assert status["phase"] == "Halted"
@@ -103,3 +95,35 @@ def test_validation_timeout_lists_what_failed() -> None:
     assert "nvidia.com/gpu allocatable 0, expected 8" in reason
     waited = parse_rfc3339(meta["annotations"][FAILED_AT]) - entered(rec, node, State.VALIDATION_REQUIRED)
     assert 60 <= waited < 62
+
+
+def relabel(cluster: EmulatedCluster, node: str, state: State) -> None:
+    cluster.store.patch(
+        cluster.type("nodes"),
+        None,
+        node,
+        "application/merge-patch+json",
+        {"metadata": {"labels": {STATE_LABEL: state.value}}},
+    )
+
+
+def test_retrying_a_failed_node_runs_the_whole_cycle_again() -> None:
+    """A relabel must not declare a node done because its (broken) driver pod is 'current'."""
+    cluster, ctl, _, info = virtual(
+        "missing-image", {"podRestart": {"timeoutSeconds": 60}, "onNodeFailure": "continue"}
+    )
+    node = info.missing_image_node
+    run(cluster, ctl, 90)
+    assert cluster.get("nodes", node)["metadata"]["labels"][STATE_LABEL] == State.FAILED.value
+    relabel(cluster, node, State.UPGRADE_REQUIRED)  # retry without fixing anything
+    run(cluster, ctl, 120)
+    meta = cluster.get("nodes", node)["metadata"]
+    assert meta["labels"][STATE_LABEL] == State.FAILED.value, "still broken: it must fail again, not pass"
+    cluster.settings.registry[DRIVER_REPO].add(driver_tag(NEW_DRIVER, UNBUILT_KERNEL))  # the image is built
+    relabel(cluster, node, State.UPGRADE_REQUIRED)
+    run(cluster, ctl, 120)
+    node_obj = cluster.get("nodes", node)
+    assert node_obj["metadata"]["labels"][STATE_LABEL] == State.DONE.value
+    assert node_obj["metadata"]["labels"]["nvidia.com/cuda.driver.major"] == "550"
+    assert not node_obj["spec"].get("unschedulable")
+    assert FAILED_REASON not in node_obj["metadata"].get("annotations", {})

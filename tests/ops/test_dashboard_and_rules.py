@@ -85,4 +85,5 @@ def test_the_alerts_cover_every_way_a_rollout_stops() -> None:
         "UpgraderNodeUpgradeFailed",
         "UpgraderReconcileErrors",
         "UpgraderNotReconciling",
+        "UpgraderNoLeader",
     }

@@ -189,9 +189,7 @@ def check(
         return Verdict(True, "backward", reason)
     if _cmp(have, floor) >= 0:
         span = f"at or above {_fmt(floor)}, {floor_of}, " + (
-            "which has no upper bound recorded"
-            if upper is None
-            else f"and below its upper bound {_fmt(upper)}"
+            "which has no upper bound recorded" if upper is None else f"and below its upper bound {_fmt(upper)}"
         )
         if not ptx_jit:
             return Verdict(True, "minor-version", f"minor-version compatibility (driver {driver} is {span})")
@@ -200,9 +198,7 @@ def check(
             if upper is None
             else f"move the node to a driver >= {_fmt(upper)} or ship SASS for the target GPUs"
         )
-        return _refuse(
-            f"driver {driver} is {span}, but PTX JIT is not covered by minor-version compatibility: {fix}"
-        )
+        return _refuse(f"driver {driver} is {span}, but PTX JIT is not covered by minor-version compatibility: {fix}")
 
     below, fc_min = f"driver {driver} is below {_fmt(floor)}, {floor_of}", _fmt(FORWARD_COMPAT_MIN)
     missing = []
@@ -251,9 +247,7 @@ def workload_verdict(
     if problems:
         return _refuse("cannot read the pod's CUDA needs: " + "; ".join(problems))
     eligible = isinstance(node_labels, Mapping) and node_labels.get(FC_ELIGIBLE) == "true"
-    return check(
-        driver, cuda, ptx_jit=ptx_jit, forward_compat=forward_compat, fc_eligible=eligible, floors=floors
-    )
+    return check(driver, cuda, ptx_jit=ptx_jit, forward_compat=forward_compat, fc_eligible=eligible, floors=floors)
 
 
 def _expression(expr: Mapping[str, Any], value: str) -> tuple[bool, str]:
@@ -311,9 +305,7 @@ def affinity_verdict(affinity: Mapping[str, Any] | None, driver: str) -> Verdict
         results = [_expression(e, value) for e in exprs]
         how = ", ".join(text for _, text in results) or "does not constrain the label"
         if all(ok for ok, _ in results):
-            return Verdict(
-                True, None, f"{node} satisfies the pod's required node affinity (term {index}: {how})"
-            )
+            return Verdict(True, None, f"{node} satisfies the pod's required node affinity (term {index}: {how})")
         notes.append(f"term {index}: {how}")
     return _refuse(
         f"{node} would not satisfy the pod's required node affinity ({'; '.join(notes)}), so the pod "

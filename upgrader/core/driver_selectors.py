@@ -120,9 +120,7 @@ def selector_findings(resources: Sequence[DriverResource], gpu_nodes: Sequence[N
             continue
         both = "both" if len(owners) == 2 else f"all {len(owners)}"
         selectors = "; ".join(
-            f"{r.name}: {_describe(r.node_selector)}"
-            for r in sorted(regular, key=lambda r: r.name)
-            if r.name in owners
+            f"{r.name}: {_describe(r.node_selector)}" for r in sorted(regular, key=lambda r: r.name) if r.name in owners
         )
         findings.append(
             Finding(

@@ -21,9 +21,7 @@ OS_VERSION_LABEL = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
 
 # `uname -r`: starts with numeric major.minor, then an optional release suffix
 # ("5.15.0-105-generic", "5.14.0-427.13.1.el9_4.x86_64", "6.1.0+rpt-rpi-v8").
-KERNEL_RE = re.compile(
-    r"^[0-9]+\.[0-9]+(?:\.[0-9]+)?(?:[-.+_~][0-9A-Za-z](?:[0-9A-Za-z._+~-]*[0-9A-Za-z])?)?$"
-)
+KERNEL_RE = re.compile(r"^[0-9]+\.[0-9]+(?:\.[0-9]+)?(?:[-.+_~][0-9A-Za-z](?:[0-9A-Za-z._+~-]*[0-9A-Za-z])?)?$")
 MAX_KERNEL = 100
 # os-release ID and VERSION_ID: lower-case letters, digits, ".", "_", "-".
 _OS_ID_RE = re.compile(r"^[a-z][a-z0-9._-]*$")
@@ -67,8 +65,7 @@ def kernel_of(node: NodeView) -> str:
         return label
     if not info:
         raise ValueError(
-            f"node {node.name}: no kernel version "
-            f"(neither label {KERNEL_LABEL} nor status.nodeInfo.kernelVersion)"
+            f"node {node.name}: no kernel version (neither label {KERNEL_LABEL} nor status.nodeInfo.kernelVersion)"
         )
     if not plausible_kernel(info):
         raise ValueError(f"node {node.name}: status.nodeInfo.kernelVersion {info!r} is not a kernel version")
@@ -104,8 +101,7 @@ def os_tag(node: NodeView) -> str:
     if os_id is None and version is None:
         if not node.os_image.strip():
             raise ValueError(
-                f"node {node.name}: no OS "
-                f"(neither labels {OS_ID_LABEL}/VERSION_ID nor status.nodeInfo.osImage)"
+                f"node {node.name}: no OS (neither labels {OS_ID_LABEL}/VERSION_ID nor status.nodeInfo.osImage)"
             )
         try:
             return os_from_image(node.os_image)
@@ -114,9 +110,7 @@ def os_tag(node: NodeView) -> str:
     if os_id is None or not _OS_ID_RE.match(os_id):
         raise ValueError(f"node {node.name}: label {OS_ID_LABEL}={os_id!r} is not an os-release ID")
     if version is None or not _OS_VERSION_RE.match(version):
-        raise ValueError(
-            f"node {node.name}: label {OS_VERSION_LABEL}={version!r} is not an os-release VERSION_ID"
-        )
+        raise ValueError(f"node {node.name}: label {OS_VERSION_LABEL}={version!r} is not an os-release VERSION_ID")
     tag = f"{os_id}{version}"
     try:
         from_image = os_from_image(node.os_image)
@@ -134,9 +128,7 @@ def driver_branch(driver_version: str) -> str:
     """`550` from `550.90.07` (or from the bare branch `550`)."""
     match = _DRIVER_RE.match(driver_version)
     if not match:
-        raise ValueError(
-            f"driver version {driver_version!r} is not a version like 550.90.07 or a branch like 550"
-        )
+        raise ValueError(f"driver version {driver_version!r} is not a version like 550.90.07 or a branch like 550")
     return match.group(1)
 
 
@@ -178,9 +170,7 @@ def parse_ledger(text: str) -> frozenset[str]:
             raise ValueError(f"ledger line {number}: {line!r} has spaces inside the image tag")
         tag = _tag_of(line)
         if tag is None:
-            raise ValueError(
-                f"ledger line {number}: {line!r} has no tag (expected repository:tag or a bare tag)"
-            )
+            raise ValueError(f"ledger line {number}: {line!r} has no tag (expected repository:tag or a bare tag)")
         if not _TAG_RE.match(tag):
             raise ValueError(f"ledger line {number}: {tag!r} is not an image tag")
         tags.add(tag)

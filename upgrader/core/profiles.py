@@ -109,8 +109,7 @@ class Profile(_Model):
     def _product(cls, value: str) -> str:
         if not value or not valid_value(value):
             raise ValueError(
-                f"must be a GPU product as GPU Feature Discovery labels it (NVIDIA-H100-80GB-HBM3), "
-                f"got {value!r}"
+                f"must be a GPU product as GPU Feature Discovery labels it (NVIDIA-H100-80GB-HBM3), got {value!r}"
             )
         return value
 
@@ -150,9 +149,7 @@ class Profile(_Model):
     @model_validator(mode="after")
     def _dates(self) -> Profile:
         if self.expires <= self.qualification.date:
-            raise ValueError(
-                f"expires {self.expires} is not after qualification.date {self.qualification.date}"
-            )
+            raise ValueError(f"expires {self.expires} is not after qualification.date {self.qualification.date}")
         return self
 
     @property
@@ -206,9 +203,7 @@ def load_profiles_text(text: str, source: str = "profiles") -> list[Profile]:
     for index, profile in enumerate(parsed.profiles):
         key = (profile.name, profile.version)
         if key in seen:
-            raise ValueError(
-                f"{what}: profiles.{index}: duplicate profile {profile.label} (also profiles.{seen[key]})"
-            )
+            raise ValueError(f"{what}: profiles.{index}: duplicate profile {profile.label} (also profiles.{seen[key]})")
         seen[key] = index
     return list(parsed.profiles)
 

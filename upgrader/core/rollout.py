@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from upgrader.core.actions import Action, Annotate, Event, Outcome, Result, Transition
+from upgrader.core.actions import Action, Annotate, Event, Evict, Outcome, Result, Transition
 from upgrader.core.machine import fire
 from upgrader.core.policy import OnBlockedTimeout, OnNodeFailure, Policy
 from upgrader.core.runbooks import runbook_for
@@ -57,9 +57,7 @@ class Fleet:
 def fleet(snapshot: Snapshot) -> Fleet:
     managed, skipped, invalid = [], [], []
     for node in sorted(snapshot.nodes.values(), key=lambda n: n.name):
-        has_driver = bool(snapshot.driver_pods.get(node.name)) or any(
-            d.selects(node) for d in snapshot.driver_sets
-        )
+        has_driver = bool(snapshot.driver_pods.get(node.name)) or any(d.selects(node) for d in snapshot.driver_sets)
         if not has_driver:
             continue
         if node.labels.get(SKIP_LABEL) == "true" and node.state not in IN_PROGRESS:
@@ -75,6 +73,9 @@ def upgrade_reason(snapshot: Snapshot, node: NodeView) -> str | None:
     """Why the node needs an upgrade, or None when its driver is current."""
     if node.annotations.get(REQUESTED_ANNOTATION) == "true":
         return f"annotation {REQUESTED_ANNOTATION}=true"
+    if node.state is State.UPGRADE_REQUIRED and node.annotations.get(FAILED_AT):
+        # Relabelled after a failure: its driver pod may well be "current" and still broken.
+        return f"retrying after upgrade-failed: {node.annotations.get(FAILED_REASON, '(no reason recorded)')}"
     for pod in snapshot.driver_pods.get(node.name, []):
         if pod.terminating:
             continue
@@ -99,9 +100,7 @@ def detect(snapshot: Snapshot, policy: Policy, now: float) -> list[Action]:
         elif node.state is State.DONE and reason:
             actions.append(fire(node.name, node.state, "require", annotations=stamp, message=reason))
         elif node.state is State.UPGRADE_REQUIRED and not reason:
-            actions.append(
-                fire(node.name, node.state, "up_to_date", annotations=stamp, message="driver is current")
-            )
+            actions.append(fire(node.name, node.state, "up_to_date", annotations=stamp, message="driver is current"))
         elif node.state not in IN_PROGRESS and _clear_if_blocked(node):
             actions.append(Annotate(node.name, CLEAR_BLOCK))  # left over from a hand relabel
     return actions
@@ -116,18 +115,24 @@ def plan_steps(snapshot: Snapshot, policy: Policy) -> list[tuple[NodeContext, St
     return out
 
 
-def conclude(ctx: NodeContext, plan: StepPlan, outcomes: Sequence[Outcome], now: float) -> list[Action]:
-    """Turn a step and what came of its attempts into the node's transition, block or failure."""
+def conclude(
+    ctx: NodeContext, plan: StepPlan, outcomes: Sequence[Outcome], now: float, disrupted: frozenset[str] = frozenset()
+) -> list[Action]:
+    """Turn a step and what came of its attempts into the node's transition, block or failure.
+
+    `disrupted`: PodDisruptionBudgets this pass already spent evicting from other nodes.
+    """
     node, policy = ctx.node, ctx.policy
     assert node.state is not None
-    blocked = plan.blocked or _refusals(plan, outcomes)
+    refused, spent = _refusals(plan, outcomes, disrupted)
+    blocked = plan.blocked or refused
+    if spent:
+        plan.waiting = spent if not plan.waiting else f"{plan.waiting}; {spent}"
     entered = parse_or_none(node.annotations.get(plan.clock)) or now
     timed_out = plan.timeout > 0 and now - entered >= plan.timeout
     if blocked is not None:
         if timed_out and policy.on_blocked_timeout is OnBlockedTimeout.FAIL:
-            return fail(
-                node, blocked.kind, f"{blocked.reason}; blocked past the {plan.timeout}s timeout", now
-            )
+            return fail(node, blocked.kind, f"{blocked.reason}; blocked past the {plan.timeout}s timeout", now)
         suffix = f" (past the {plan.timeout}s timeout)" if timed_out else ""
         return block(node, Blocked(blocked.kind, blocked.reason + suffix), now)
     if any(o.result in (Result.ERROR, Result.CONFLICT) for o in outcomes):
@@ -190,9 +195,15 @@ def waiting_entry(ctx: NodeContext, plan: StepPlan, concluded: Sequence[Action])
     }
 
 
-def _refusals(plan: StepPlan, outcomes: Sequence[Outcome]) -> Blocked | None:
-    """Evictions a PodDisruptionBudget refused, grouped by budget, as one block reason."""
-    by_budget: dict[str, list[str]] = {}
+def _refusals(plan: StepPlan, outcomes: Sequence[Outcome], disrupted: frozenset[str]) -> tuple[Blocked | None, str]:
+    """Evictions a PodDisruptionBudget refused: a block, or a wait when the budget is only spent.
+
+    A budget at full health that still allows no disruption will not change without a person: that
+    blocks (and halts). A budget spent by a disruption in progress (one of its pods is down, or this
+    pass evicted one on another node) comes back by itself: the node waits, within its timeout.
+    """
+    blocked: dict[str, list[str]] = {}
+    spent: dict[str, list[str]] = {}
     details: dict[str, str] = {}
     for outcome in outcomes:
         if outcome.result is not Result.BLOCKED:
@@ -201,22 +212,40 @@ def _refusals(plan: StepPlan, outcomes: Sequence[Outcome]) -> Blocked | None:
         pod_key = f"{getattr(action, 'namespace', '')}/{getattr(action, 'name', '')}"
         pdb = plan.pdb_of.get(pod_key)
         budget = pdb.key if pdb else "(unknown budget)"
-        by_budget.setdefault(budget, []).append(pod_key)
+        in_use = pdb is not None and (pdb.key in disrupted or pdb.current_healthy < pdb.expected_pods)
+        (spent if in_use else blocked).setdefault(budget, []).append(pod_key)
         details[budget] = (
-            (
-                f"disruptionsAllowed={pdb.disruptions_allowed}, currentHealthy={pdb.current_healthy}, "
-                f"desiredHealthy={pdb.desired_healthy}"
-            )
+            f"disruptionsAllowed={pdb.disruptions_allowed}, currentHealthy={pdb.current_healthy}, "
+            f"desiredHealthy={pdb.desired_healthy}"
             if pdb
             else outcome.message
         )
-    if not by_budget:
-        return None
-    parts = [
-        f"eviction of {', '.join(pods)} refused by PodDisruptionBudget {budget} ({details[budget]})"
-        for budget, pods in sorted(by_budget.items())
-    ]
-    return Blocked("pdb", "; ".join(parts))
+    block = None
+    if blocked:
+        block = Blocked(
+            "pdb",
+            "; ".join(
+                f"eviction of {', '.join(pods)} refused by PodDisruptionBudget {budget} ({details[budget]})"
+                for budget, pods in sorted(blocked.items())
+            ),
+        )
+    wait = "; ".join(
+        f"eviction of {', '.join(pods)} waits for PodDisruptionBudget {budget}: a disruption is in progress"
+        for budget, pods in sorted(spent.items())
+    )
+    return block, wait
+
+
+def spent_budgets(plan: StepPlan, outcomes: Sequence[Outcome]) -> set[str]:
+    """PodDisruptionBudgets the plan's successful evictions used up."""
+    out = set()
+    for outcome in outcomes:
+        action = outcome.action
+        if isinstance(action, Evict) and outcome.result is Result.OK:
+            pdb = plan.pdb_of.get(f"{action.namespace}/{action.name}")
+            if pdb is not None:
+                out.add(pdb.key)
+    return out
 
 
 def _failure_kind(state: State, plan: StepPlan) -> str:
@@ -266,9 +295,7 @@ def fail(node: NodeView, kind: str, reason: str, now: float) -> list[Action]:
     )
     return [
         transition,
-        Event(
-            node.name, "Warning", f"upgrade failed in {node.state.value}: {reason}; see {runbook_for(kind)}"
-        ),
+        Event(node.name, "Warning", f"upgrade failed in {node.state.value}: {reason}; see {runbook_for(kind)}"),
     ]
 
 
@@ -289,8 +316,7 @@ def start_nodes(
         annotations: dict[str, str | None] = {
             STATE_SINCE: stamp,
             STARTED_AT: stamp,
-            WAS_UNSCHEDULABLE: node.annotations.get(WAS_UNSCHEDULABLE)
-            or ("true" if node.unschedulable else "false"),
+            WAS_UNSCHEDULABLE: node.annotations.get(WAS_UNSCHEDULABLE) or ("true" if node.unschedulable else "false"),
             GPU_BEFORE: before,
             TARGET_REVISION: ctx.driver_set.newest_hash if ctx.driver_set else None,
             FAILED_KIND: None,
@@ -318,9 +344,7 @@ def settled_failures(nodes: list[NodeView], policy: Policy, acknowledged: set[st
     if policy.on_node_failure is not OnNodeFailure.CONTINUE:
         return set(acknowledged)
     canary = canary_domain(nodes, policy)
-    return set(acknowledged) | {
-        n.name for n in nodes if n.state is State.FAILED and domain_of(n, policy) != canary
-    }
+    return set(acknowledged) | {n.name for n in nodes if n.state is State.FAILED and domain_of(n, policy) != canary}
 
 
 def project(snapshot: Snapshot, applied: Iterable[Action]) -> Snapshot:

@@ -136,10 +136,11 @@ def plan_starts(
         starts.append(node.name)
     waiting = None
     if not starts:
+        nodes_word = "node" if unavailable == 1 else "nodes"
         waiting = (
             f"maxParallelUpgrades {parallel} reached"
             if parallel and in_progress >= parallel
-            else f"maxUnavailable {max_unavailable} reached ({unavailable} nodes unavailable)"
+            else f"maxUnavailable {max_unavailable} reached ({unavailable} {nodes_word} unavailable)"
         )
     return result(starts, current, waiting)
 

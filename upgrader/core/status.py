@@ -123,6 +123,7 @@ def rollout_status(
         phase = "Done"  # failures that should stop the rollout halt it above
     else:
         phase = "Running"
+    blocked_names = {b["node"] for b in blocked_nodes(snapshot, managed)}
     canary = canary_domain(nodes, policy)
     domains = []
     for name in domain_order(nodes, policy):
@@ -161,7 +162,7 @@ def rollout_status(
             if n.state in IN_PROGRESS
         ],
         "blocked": blocked_nodes(snapshot, managed),
-        "waiting": [w for w in waiting or [] if w["node"] in managed],
+        "waiting": [w for w in waiting or [] if w["node"] in managed and w["node"] not in blocked_names],
         "failed": failed,
         "skipped": skipped,
         "invalid": [{"node": n, "reason": r} for n, r in invalid],

@@ -63,9 +63,7 @@ def context(snapshot: Snapshot, name: str, policy: Policy) -> NodeContext:
     ds = snapshot.driver_set_of(live[0]) if live else None
     if ds is None:
         ds = next((d for d in snapshot.driver_sets if d.selects(snapshot.nodes[name])), None)
-    return NodeContext(
-        snapshot.nodes[name], snapshot.node_pods.get(name, []), driver_pods, ds, snapshot.pdbs, policy
-    )
+    return NodeContext(snapshot.nodes[name], snapshot.node_pods.get(name, []), driver_pods, ds, snapshot.pdbs, policy)
 
 
 def _pdb_for(pod: PodView, pdbs: list[PdbView]) -> PdbView | None:
@@ -94,9 +92,7 @@ def cordon(ctx: NodeContext) -> StepPlan:
 
 def wait_for_jobs(ctx: NodeContext) -> StepPlan:
     settings = ctx.policy.wait_for_completion
-    plan = StepPlan(
-        ctx.node.name, kind="wait-for-jobs", trigger="jobs_finished", timeout=settings.timeout_seconds
-    )
+    plan = StepPlan(ctx.node.name, kind="wait-for-jobs", trigger="jobs_finished", timeout=settings.timeout_seconds)
     if not settings.pod_selector:
         return plan
     selector = parse_label_selector(settings.pod_selector)
@@ -133,7 +129,8 @@ def _evictions(
         if unmanaged:
             reasons.append(f"{_names(unmanaged)} not managed by a controller (set {knob}.force to delete)")
         if scratch:
-            reasons.append(f"{_names(scratch)} use emptyDir (set {knob}.deleteEmptyDir to delete)")
+            verb = "uses" if len(scratch) == 1 else "use"
+            reasons.append(f"{_names(scratch)} {verb} emptyDir (set {knob}.deleteEmptyDir to delete)")
         plan.blocked = Blocked(kind, "cannot evict: " + "; ".join(reasons))
         return plan
     for pod in pods:
@@ -152,9 +149,7 @@ def gpu_pod_deletion(ctx: NodeContext) -> StepPlan:
     settings = ctx.policy.gpu_pod_deletion
     # DaemonSet pods would come straight back on the cordoned node; if one holds GPUs, the restart
     # step's check names it instead.
-    pods = [
-        p for p in ctx.pods if p.gpus > 0 and not p.terminal and not p.mirror and p.owner_kind != "DaemonSet"
-    ]
+    pods = [p for p in ctx.pods if p.gpus > 0 and not p.terminal and not p.mirror and p.owner_kind != "DaemonSet"]
     return _evictions(
         ctx,
         pods,
@@ -254,9 +249,7 @@ def validation_problems(ctx: NodeContext) -> list[str]:
             problems.append(f"validator pod {_names(not_ready)} not Ready")
     before = ctx.node.annotations.get(GPU_BEFORE)
     if before and before != "0" and ctx.node.gpu_allocatable != before:
-        problems.append(
-            f"nvidia.com/gpu allocatable {ctx.node.gpu_allocatable or 'missing'}, expected {before}"
-        )
+        problems.append(f"nvidia.com/gpu allocatable {ctx.node.gpu_allocatable or 'missing'}, expected {before}")
     version = ctx.driver_set.driver_version if ctx.driver_set else None
     running = driver_version_label(ctx.node)
     if version and running and running != version:

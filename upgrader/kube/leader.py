@@ -7,6 +7,7 @@ Renewals are optimistic-concurrency updates: a 409 means someone else won.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ from upgrader.core.timefmt import parse_or_none, rfc3339_micro
 from upgrader.kube.api import ApiError, KubeApi
 
 Obj = dict[str, Any]
+log = logging.getLogger("upgrader")
 
 
 class LeaderElector:
@@ -57,7 +59,9 @@ class LeaderElector:
                     self.renewed_at = None
                     return False
                 self.api.replace(self.path, self._lease(lease, now))
-        except ApiError:
+        except ApiError as exc:
+            if exc.status != 409:  # 409: another replica won the race, as designed
+                log.warning("leader lease %s/%s: %s", self.namespace, self.name, exc)
             self.renewed_at = None
             return False
         self.renewed_at = now

@@ -7,6 +7,7 @@ the request log. Used by the end-to-end tests, the campaigns and the benchmarks 
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,3 +195,16 @@ class RolloutRecorder:
             elif req.verb == "delete" and req.resource == "pods" and key in refused:
                 violations.append(f"request {req.seq}: pod {key} deleted after a PDB refused its eviction")
         return violations
+
+
+def writer_switches(cluster: EmulatedCluster) -> int:
+    """How often the identity (User-Agent) writing nodes and pods changed hands, in request order."""
+    writers = [r.user_agent for r in cluster.requests
+               if r.verb in ("create", "patch", "update", "delete") and r.resource in ("nodes", "pods")]
+    return sum(1 for a, b in itertools.pairwise(writers) if a != b)
+
+
+def lease_handovers(cluster: EmulatedCluster, namespace: str = "gpu-operator",
+                    name: str = "gpu-driver-upgrader") -> int:
+    lease = cluster.get("leases", name, namespace, "coordination.k8s.io") or {}
+    return int((lease.get("spec") or {}).get("leaseTransitions") or 0)

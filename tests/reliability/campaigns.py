@@ -1,0 +1,227 @@
+"""Crash, fault and two-replica campaigns on the emulator, reproducible from their seed.
+
+Every campaign runs whole rollouts and checks the invariants (`RolloutRecorder.check`) on the
+emulator's history after each one. The short versions run in CI; set UPGRADER_CAMPAIGN=full for
+the full ones, which print their figures:
+
+    UPGRADER_CAMPAIGN=full .venv/bin/python -m pytest tests/reliability/test_campaigns.py -s
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s
+
+from tests.e2e.conftest import FAST_POLICY, FAST_SIM, fast_settings
+from upgrader.core.policy import policy_from_mapping
+from upgrader.core.states import STATE_LABEL, State
+from upgrader.runner import build_controller, start_watches
+from upgrader.sim.cluster import EmulatedCluster
+from upgrader.sim.faults import FaultPlan
+from upgrader.sim.invariants import RolloutRecorder, lease_handovers, writer_switches
+from upgrader.sim.scenarios import ScenarioInfo, build
+from upgrader.sim.settings import SimSettings
+
+FULL = os.environ.get("UPGRADER_CAMPAIGN") == "full"
+ORDER = ["us-east-1a", "us-east-1b", "us-east-1c"]
+LEASE_SECONDS = "1"
+
+
+@dataclass
+class Figures:
+    """What a campaign did, for its printout."""
+
+    name: str
+    rollouts: int = 0
+    seconds: float = 0.0
+    violations: list[str] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def line(self) -> str:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+        return (f"{self.name}: {self.rollouts} rollouts in {self.seconds:.0f} s, {counts}; "
+                f"{len(self.violations)} invariant violations")
+
+
+@dataclass
+class World:
+    cluster: EmulatedCluster
+    info: ScenarioInfo
+    recorder: RolloutRecorder
+    url: str
+    kubeconfig: Path
+
+    @property
+    def domain_of(self) -> dict[str, str]:
+        return {n: z for z, nodes in self.info.domains.items() for n in nodes}
+
+    def phase(self) -> str | None:
+        cm = self.cluster.get("configmaps", "gpu-driver-upgrade-status", "gpu-operator")
+        return (cm or {}).get("data", {}).get("phase")
+
+    def all_done(self) -> bool:
+        return all((self.cluster.get("nodes", n) or {}).get("metadata", {}).get("labels", {}).get(STATE_LABEL)
+                   == State.DONE.value for n in self.info.nodes)
+
+    def violations(self, **kwargs: Any) -> list[str]:
+        policy = policy_from_mapping(FAST_POLICY)
+        found = self.recorder.check(policy, self.domain_of, ORDER[0], ORDER, **kwargs)
+        found += [f"incident: {i}" for i in self.cluster.daemonsets.incidents]
+        if not self.all_done():
+            found.append("not every node reached upgrade-done")
+        return found
+
+
+def world(tmp: Path, scenario: str = "healthy", faults: FaultPlan | None = None, seed: int = 0) -> World:
+    cluster = EmulatedCluster(settings=SimSettings(**FAST_SIM), faults=None, seed=seed)
+    info = build(cluster, scenario, 6, job_seconds=1.5)
+    recorder = RolloutRecorder(cluster)
+    url = cluster.serve()
+    cluster.faults = faults  # after building: the scenario itself is not faulted
+    kubeconfig = cluster.write_kubeconfig(tmp / f"{scenario}-{seed}.kubeconfig")
+    return World(cluster, info, recorder, url, kubeconfig)
+
+
+def wait_for(predicate: Any, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# ----- controller processes ----------------------------------------------------------------------
+
+def spawn(w: World, policy_file: Path, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "UPGRADER_REQUEUE_SECONDS": "0.1", "UPGRADER_LEASE_DURATION_SECONDS": LEASE_SECONDS}
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "upgrader.cli", "run", "--kubeconfig", str(w.kubeconfig),
+                                 "--policy", str(policy_file)], env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def policy_file(tmp: Path) -> Path:
+    path = tmp / "policy.yaml"
+    path.write_text(yaml.safe_dump(FAST_POLICY))
+    return path
+
+
+def kill_campaign(tmp: Path, kills: int, seed: int) -> Figures:
+    """SIGKILL the controller at random moments, restarting it each time, across as many rollouts
+    as it takes to deliver `kills` kills; every rollout must still finish with every promise kept."""
+    rng = random.Random(seed)
+    figures = Figures(f"SIGKILL campaign (seed {seed})")
+    started = time.monotonic()
+    log = tmp / "kill.log"
+    while figures.counts["kills"] < kills:
+        w = world(tmp, seed=seed + figures.rollouts)
+        proc = spawn(w, policy_file(tmp), log)
+        try:
+            while not w.all_done() and figures.counts["kills"] < kills:
+                if wait_for(w.all_done, rng.uniform(0.3, 2.5)):
+                    break
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=10)
+                figures.counts["kills"] += 1
+                proc = spawn(w, policy_file(tmp), log)
+            if not wait_for(w.all_done, 120):
+                figures.violations.append(f"rollout {figures.rollouts}: did not finish after the kills")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            if proc.wait(timeout=15) != 0:
+                figures.violations.append(f"rollout {figures.rollouts}: SIGTERM exit code {proc.returncode}")
+            w.cluster.stop()
+        if figures.counts["kills"] and len({r.user_agent for r in w.cluster.requests if r.verb == "patch"}) < 2:
+            figures.violations.append(f"rollout {figures.rollouts}: writes did not come from several processes")
+        figures.violations += [f"rollout {figures.rollouts}: {v}" for v in w.violations()]
+        figures.rollouts += 1
+    text = log.read_text(errors="replace")
+    if "Traceback" in text:
+        figures.violations.append("a controller process printed a traceback")
+    figures.seconds = time.monotonic() - started
+    return figures
+
+
+def replica_campaign(tmp: Path, rollouts: int, seed: int, replicas: int = 2) -> Figures:
+    """Several controller processes at once; sometimes the leader is killed. Writes to nodes and
+    pods must come from one replica at a time: identity switches never outnumber lease handovers."""
+    rng = random.Random(seed)
+    figures = Figures(f"{replicas}-replica campaign (seed {seed})")
+    started = time.monotonic()
+    for index in range(rollouts):
+        w = world(tmp, seed=seed + index)
+        procs = [spawn(w, policy_file(tmp), tmp / f"replica-{index}-{r}.log") for r in range(replicas)]
+        try:
+            if index % 2 == 1:  # kill whoever leads, once, mid-rollout
+                time.sleep(rng.uniform(1.0, 4.0))
+                lease = w.cluster.get("leases", "gpu-driver-upgrader", "gpu-operator", "coordination.k8s.io")
+                holder = ((lease or {}).get("spec") or {}).get("holderIdentity", "")
+                for proc in procs:
+                    if holder.endswith(f"-{proc.pid}"):
+                        proc.send_signal(signal.SIGKILL)
+                        figures.counts["leader kills"] += 1
+            if not wait_for(w.all_done, 120):
+                figures.violations.append(f"rollout {index}: did not finish")
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            for proc in procs:
+                proc.wait(timeout=15)
+            w.cluster.stop()
+        contenders = {r.user_agent for r in w.cluster.requests if r.resource == "leases"}
+        if len(contenders) != replicas:
+            figures.violations.append(f"rollout {index}: {len(contenders)} replicas contended for the lease")
+        switches, handovers = writer_switches(w.cluster), lease_handovers(w.cluster)
+        if switches > handovers:
+            figures.violations.append(f"rollout {index}: {switches} writer switches > {handovers} lease handovers")
+        figures.counts["writer switches"] += switches
+        figures.counts["lease handovers"] += handovers
+        figures.violations += [f"rollout {index}: {v}" for v in w.violations()]
+        figures.rollouts += 1
+    figures.seconds = time.monotonic() - started
+    return figures
+
+
+# ----- API faults ----------------------------------------------------------------------------------
+
+def fault_campaign(tmp: Path, rollouts: int, seed: int, rate: float = 0.05) -> Figures:
+    """`rate` of every verb's requests faulted (500, 429 with Retry-After, 409, dropped connection),
+    split evenly, with the controller in process over HTTP; each rollout must finish cleanly."""
+    figures = Figures(f"{rate:.0%} API fault campaign (seed {seed})")
+    started = time.monotonic()
+    for index in range(rollouts):
+        w = world(tmp, faults=FaultPlan.uniform(rate, seed=seed + index), seed=seed + index)
+        controller = build_controller(k8s.ApiClient(k8s.Configuration(host=w.url)),
+                                      policy_from_mapping(FAST_POLICY), fast_settings(f"faults-{index}"))
+        stop, wake = threading.Event(), threading.Event()
+        start_watches(controller, stop, wake)
+        loop = threading.Thread(target=controller.run, args=(stop, wake), daemon=True)
+        loop.start()
+        try:
+            if not wait_for(w.all_done, 180):
+                figures.violations.append(f"rollout {index}: did not finish (phase {w.phase()})")
+        finally:
+            stop.set()
+            wake.set()
+            loop.join(timeout=15)
+            w.cluster.stop()
+        injected = Counter(r.fault for r in w.cluster.requests if r.fault)
+        figures.counts.update({f"injected {k}": v for k, v in injected.items()})
+        figures.counts["requests"] += len(w.cluster.requests)
+        figures.violations += [f"rollout {index}: {v}" for v in w.violations()]
+        figures.rollouts += 1
+    figures.seconds = time.monotonic() - started
+    return figures
