@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 EXIT_USAGE = 2
@@ -30,6 +30,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _fleet_size(minimum: int) -> Callable[[str], int]:
+    """`--nodes`: a positive integer, and at least one node per failure domain of the scenarios."""
+
+    def parse(text: str) -> int:
+        value = _positive_int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected at least {minimum} nodes (one per zone), got {value}")
+        return value
+
+    return parse
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -41,7 +53,9 @@ def _port(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from upgrader.sim.scenarios import DEFAULT_NODES, SCENARIOS
+    from upgrader.sim.scenarios import DEFAULT_NODES, SCENARIOS, ZONES
+
+    nodes = _fleet_size(len(ZONES))
 
     parser = _Parser(prog="upgrader", description="Rolling GPU driver upgrades for Kubernetes.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -50,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim_commands = sim.add_subparsers(dest="sim_command", required=True, parser_class=_Parser)
     serve = sim_commands.add_parser("serve", help="serve an emulated GPU cluster on 127.0.0.1")
     serve.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS))
-    serve.add_argument("--nodes", type=_positive_int, default=DEFAULT_NODES)
+    serve.add_argument("--nodes", type=nodes, default=DEFAULT_NODES)
     serve.add_argument("--port", type=_port, default=0, help="0 picks a free port")
     serve.add_argument("--kubeconfig", required=True, help="where to write a kubeconfig for it")
     serve.add_argument("--audit-log", help="write every request as a JSON line to this file")
@@ -65,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="emulated cluster + controller in one process, live progress")
     demo.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS))
-    demo.add_argument("--nodes", type=_positive_int, default=DEFAULT_NODES)
+    demo.add_argument("--nodes", type=nodes, default=DEFAULT_NODES)
     demo.add_argument("--policy", help="policy YAML instead of the demo's built-in one")
     demo.add_argument("--timeout", type=_positive_int, default=240, help="seconds before giving up")
 
@@ -85,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--watch", action="store_true", help="refresh every 2 seconds until Ctrl-C")
 
     for name, text in (
-        ("pause", "no new node starts; nodes in progress finish their step"),
+        ("pause", "no new node starts; nodes already in progress finish"),
         ("resume", "continue, acknowledging current failures"),
     ):
         control = commands.add_parser(name, help=text)
@@ -130,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ConfigError) as exc:
         sys.stderr.write(f"upgrader: error: {exc}\n")
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130  # Ctrl-C: stop quietly, as a shell expects
 
 
 if __name__ == "__main__":

@@ -115,20 +115,32 @@ def status(args: argparse.Namespace) -> int:
         return 0
 
 
-def pause(args: argparse.Namespace) -> int:
+def _control(args: argparse.Namespace, verb: str, data: dict[str, str]) -> Settings | None:
+    """Patch the status ConfigMap for pause/resume; None (after one line on stderr) if the API refused."""
+    from upgrader.kube.api import ApiError
     from upgrader.kube.apply import patch_configmap
 
     settings = load_settings(namespace=getattr(args, "namespace", None))
-    patch_configmap(_api(args), settings, {"paused": "true"})
+    api = _api(args)
+    try:
+        patch_configmap(api, settings, data)
+    except ApiError as exc:
+        print(f"upgrader: cannot {verb}: {exc.message}", file=sys.stderr)
+        return None
+    return settings
+
+
+def pause(args: argparse.Namespace) -> int:
+    settings = _control(args, "pause", {"paused": "true"})
+    if settings is None:
+        return EXIT_FAILED
     print(f"paused: no new node starts (configmap {settings.namespace}/{settings.status_configmap})")
     return 0
 
 
 def resume(args: argparse.Namespace) -> int:
-    from upgrader.kube.apply import patch_configmap
-
-    settings = load_settings(namespace=getattr(args, "namespace", None))
-    patch_configmap(_api(args), settings, {"paused": "false", "resumedAt": rfc3339(time.time())})
+    if _control(args, "resume", {"paused": "false", "resumedAt": rfc3339(time.time())}) is None:
+        return EXIT_FAILED
     print("resumed: failures recorded so far are acknowledged; the rollout continues")
     return 0
 
@@ -171,9 +183,16 @@ def plan(args: argparse.Namespace) -> int:
         except ApiError as exc:
             print(f"upgrader: cannot read the cluster: {exc.message}", file=sys.stderr)
             return EXIT_FAILED
-    snapshot, resources = plan_source.to_snapshot(data, settings, plan_source.relevant_pods(policy))
-    del data  # the raw objects are not needed any more
-    result = build_plan(snapshot, policy, time.time(), PlanOptions(args.target_driver, ledger, profiles), resources)
+    try:
+        snapshot, resources = plan_source.to_snapshot(data, settings, plan_source.relevant_pods(policy))
+        del data  # the raw objects are not needed any more
+        result = build_plan(snapshot, policy, time.time(), PlanOptions(args.target_driver, ledger, profiles), resources)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        # A field of the wrong JSON type deep in an object: name it, from the file. Anything else is a bug.
+        problem = plan_source.shape_problem(args.from_file) if args.from_file else None
+        if problem is None:
+            raise
+        raise ConfigError(problem) from None
     if args.output == "json":
         print(json.dumps(result.to_dict(), indent=2))
     elif args.output == "yaml":

@@ -7,15 +7,17 @@ and exits 2.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import AfterValidator, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from upgrader.core.policy import Policy, policy_from_mapping
+from upgrader.core.selectors import SelectorError, parse_label_selector
 
 
 class ConfigError(Exception):
@@ -30,22 +32,61 @@ def _identity() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+# Kubernetes object names: namespaces are DNS-1123 labels, ConfigMaps and Leases DNS-1123 subdomains.
+# Checked here, so a bad name is refused before it becomes a request path (`-n a/b` would PATCH
+# `/api/v1/namespaces/a/b/...`).
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _dns_label(value: str) -> str:
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise ValueError("not a namespace name (lower-case letters, digits and '-', at most 63 characters)")
+    return value
+
+
+def _dns_subdomain(value: str) -> str:
+    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+        raise ValueError("not an object name (lower-case letters, digits, '-' and '.', at most 253 characters)")
+    return value
+
+
+NamespaceName = Annotated[str, AfterValidator(_dns_label)]
+ObjectName = Annotated[str, AfterValidator(_dns_subdomain)]
+
+
 class Settings(BaseSettings):
     """Where upgrader finds the driver and keeps its own objects; every field is `UPGRADER_<NAME>`."""
 
     model_config = SettingsConfigDict(env_prefix="UPGRADER_", extra="ignore")
 
-    namespace: str = Field("gpu-operator", min_length=1)  # status ConfigMap, Lease and Events live here
-    driver_namespace: str = Field("gpu-operator", min_length=1)
+    namespace: NamespaceName = "gpu-operator"  # status ConfigMap, Lease and Events live here
+    driver_namespace: NamespaceName = "gpu-operator"
     driver_daemonset_selector: str = "app.kubernetes.io/component=nvidia-driver"
     driver_pod_selector: str = "app=nvidia-driver-daemonset"
-    status_configmap: str = "gpu-driver-upgrade-status"
-    lease_name: str = "gpu-driver-upgrader"
-    lease_duration_seconds: float = Field(15.0, gt=0)
-    requeue_seconds: float = Field(5.0, gt=0)
-    identity: str = Field(default_factory=_identity)
-    event_namespace: str = "default"  # node Events go here, as kubelet's do
+    status_configmap: ObjectName = "gpu-driver-upgrade-status"
+    lease_name: ObjectName = "gpu-driver-upgrader"
+    lease_duration_seconds: float = Field(15.0, gt=0, allow_inf_nan=False)
+    requeue_seconds: float = Field(5.0, gt=0, allow_inf_nan=False)
+    identity: str = Field(default_factory=_identity, min_length=1)
+    event_namespace: NamespaceName = "default"  # node Events go here, as kubelet's do
     metrics_port: int = Field(0, ge=0, le=65535)  # /metrics, /healthz, /readyz; 0 = not served
+
+    @field_validator("driver_daemonset_selector", "driver_pod_selector")
+    @classmethod
+    def _selector(cls, value: str) -> str:
+        try:
+            parse_label_selector(value)
+        except SelectorError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("identity")
+    @classmethod
+    def _one_line(cls, value: str) -> str:
+        if not value.isprintable():  # it goes into the User-Agent header and the Lease
+            raise ValueError("must be printable text on one line")
+        return value
 
 
 def _printable(text: str) -> str:
@@ -64,10 +105,18 @@ def one_line(error: ValidationError, what: str) -> str:
 
 
 def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment; `overrides` come from command-line flags of the same name."""
+    given = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        return Settings(**given)
     except ValidationError as exc:
-        raise ConfigError(one_line(exc, "settings")) from None
+        first = exc.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else ""
+        # Name what the user set: the flag (`--namespace`) or the variable (`UPGRADER_NAMESPACE`).
+        source = f"--{name.replace('_', '-')}" if name in given else f"UPGRADER_{name.upper()}"
+        message = _printable(str(first["msg"]).removeprefix("Value error, "))
+        extra = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+        raise ConfigError(f"settings: {source}={_printable(repr(first['input']))}: {message}{extra}") from None
 
 
 def load_policy(path: str | None) -> Policy:
@@ -75,6 +124,8 @@ def load_policy(path: str | None) -> Policy:
     if path is None:
         return Policy()
     file = Path(path)
+    if file.is_dir():
+        raise ConfigError(f"policy {path}: is a directory, expected a YAML file")
     if not file.is_file():
         raise ConfigError(f"policy {path}: no such file")
     try:
@@ -82,7 +133,7 @@ def load_policy(path: str | None) -> Policy:
     except OSError as exc:
         raise ConfigError(f"policy {path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
-        raise ConfigError(f"policy {path}: not valid YAML") from None
+        raise ConfigError(f"policy {path}: not UTF-8 text, so not a YAML policy") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -149,7 +149,8 @@ def kill_campaign(tmp: Path, kills: int, seed: int) -> Figures:
         figures.rollouts += 1
     text = log.read_text(errors="replace")
     if "Traceback" in text:
-        figures.violations.append("a controller process printed a traceback")
+        excerpt = text[text.index("Traceback"):][:1500]
+        figures.violations.append(f"a controller process printed a traceback:\n{excerpt}")
     figures.seconds = time.monotonic() - started
     return figures
 
@@ -167,11 +168,14 @@ def replica_campaign(tmp: Path, rollouts: int, seed: int, replicas: int = 2) -> 
             if index % 2 == 1:  # kill whoever leads, once, mid-rollout
                 time.sleep(rng.uniform(1.0, 4.0))
                 lease = w.cluster.get("leases", "gpu-driver-upgrader", "gpu-operator", "coordination.k8s.io")
-                holder = ((lease or {}).get("spec") or {}).get("holderIdentity", "")
-                for proc in procs:
-                    if holder.endswith(f"-{proc.pid}"):
-                        proc.send_signal(signal.SIGKILL)
-                        figures.counts["leader kills"] += 1
+                holder = ((lease or {}).get("spec") or {}).get("holderIdentity") or ""
+                leader = next((p for p in procs if holder.endswith(f"-{p.pid}")), None)
+                if leader is None:
+                    figures.violations.append(f"rollout {index}: no replica held the lease ({holder!r})")
+                else:
+                    leader.send_signal(signal.SIGKILL)
+                    leader.wait(timeout=10)
+                    figures.counts["leader kills"] += 1
             if not wait_for(w.all_done, 120):
                 figures.violations.append(f"rollout {index}: did not finish")
         finally:

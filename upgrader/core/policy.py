@@ -11,7 +11,7 @@ import re
 from enum import StrEnum
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from upgrader.core.selectors import LabelSelector, SelectorError, parse_label_selector
 
@@ -63,11 +63,13 @@ class FailureDomains(_Strict):
     canary: str | None = None  # defaults to the first domain in order
     soak_seconds: int = Field(0, alias="soakSeconds", ge=0, strict=True)
 
-    @model_validator(mode="after")
-    def _distinct(self) -> FailureDomains:
-        if len(set(self.order)) != len(self.order):
-            raise ValueError("failureDomains.order lists a domain twice")
-        return self
+    @field_validator("order")
+    @classmethod
+    def _distinct(cls, order: tuple[str, ...]) -> tuple[str, ...]:
+        twice = sorted({domain for domain in order if order.count(domain) > 1})
+        if twice:
+            raise ValueError(f"lists a domain twice: {', '.join(twice)}")
+        return order
 
 
 class Validation(_Strict):
@@ -148,9 +150,16 @@ def policy_from_mapping(data: Any) -> Policy:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ValueError("policy must be a mapping of upgradePolicy keys")
+        raise ValueError(f"policy must be a mapping of upgradePolicy keys, got {type(data).__name__}")
+    where = ""
     if set(data) == {"driver"} and isinstance(data["driver"], dict):
-        data = data["driver"]
-    if set(data) == {"upgradePolicy"}:
+        data, where = data["driver"], "driver."
+    if "upgradePolicy" in data:
+        beside = sorted(str(key) for key in data if key != "upgradePolicy")
+        if beside:
+            key = beside[0] if beside[0].isprintable() else repr(beside[0])
+            raise ValueError(f"{where}{key}: unknown key (only {where}upgradePolicy is read)")
         data = data["upgradePolicy"] or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{where}upgradePolicy: must be a mapping, got {type(data).__name__}")
     return Policy.model_validate(data)

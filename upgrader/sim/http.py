@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import select
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -92,6 +93,12 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         self.stopping = threading.Event()
         super().__init__((host, port), _Handler)
         dispatcher.server_address = f"{host}:{self.server_address[1]}"
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that went away (a killed controller, Ctrl-C on a watch) is not a server error."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
 
     @property
     def url(self) -> str:
