@@ -16,6 +16,7 @@ import yaml
 from pydantic import AfterValidator, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from upgrader.core.input_errors import one_line, printable, yaml_where
 from upgrader.core.policy import Policy, policy_from_mapping
 from upgrader.core.selectors import SelectorError, parse_label_selector
 
@@ -89,21 +90,6 @@ class Settings(BaseSettings):
         return value
 
 
-def _printable(text: str) -> str:
-    """Text from the input (a key) as it can sit on one line: quoted when it holds a line break."""
-    return text if text.isprintable() else repr(text)
-
-
-def one_line(error: ValidationError, what: str) -> str:
-    first = error.errors()[0]
-    where = ".".join(_printable(str(p)) for p in first["loc"]) or "(top level)"
-    message = _printable(str(first["msg"]).removeprefix("Value error, "))
-    if first["type"] == "extra_forbidden":
-        message = "unknown key"
-    extra = f" (and {error.error_count() - 1} more problems)" if error.error_count() > 1 else ""
-    return f"{what}: {where}: {message}{extra}"
-
-
 def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment; `overrides` come from command-line flags of the same name."""
     given = {k: v for k, v in overrides.items() if v is not None}
@@ -114,9 +100,9 @@ def load_settings(**overrides: Any) -> Settings:
         name = str(first["loc"][0]) if first["loc"] else ""
         # Name what the user set: the flag (`--namespace`) or the variable (`UPGRADER_NAMESPACE`).
         source = f"--{name.replace('_', '-')}" if name in given else f"UPGRADER_{name.upper()}"
-        message = _printable(str(first["msg"]).removeprefix("Value error, "))
+        message = printable(str(first["msg"]).removeprefix("Value error, "))
         extra = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-        raise ConfigError(f"settings: {source}={_printable(repr(first['input']))}: {message}{extra}") from None
+        raise ConfigError(f"settings: {source}={printable(repr(first['input']))}: {message}{extra}") from None
 
 
 def load_policy(path: str | None) -> Policy:
@@ -137,8 +123,7 @@ def load_policy(path: str | None) -> Policy:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
+        where = yaml_where(exc)
         raise ConfigError(f"policy {path}: not valid YAML{where}") from None
     try:
         return policy_from_mapping(data)

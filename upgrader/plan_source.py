@@ -12,6 +12,7 @@ import yaml
 
 from upgrader.config import ConfigError, Settings
 from upgrader.core.driver_selectors import DriverResource, driver_resource
+from upgrader.core.input_errors import printable, yaml_where
 from upgrader.core.policy import Policy
 from upgrader.core.selectors import SelectorError, parse_label_selector
 from upgrader.core.views import Snapshot, driver_set, node_view, pdb_view, pod_view
@@ -60,8 +61,7 @@ def _parse(path: Path) -> Any:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         return yaml.load(raw, Loader=loader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
+        where = yaml_where(exc)
         raise ConfigError(f"--from-file {path}: not valid JSON or YAML{where}; is the file truncated?") from None
 
 
@@ -69,11 +69,6 @@ def _show(value: Any) -> str:
     """A value from the file as it can sit in a one-line message: its type and a short repr."""
     text = repr(value)
     return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
-
-
-def _text(text: str) -> str:
-    """A name from the file as it can sit on one line: quoted when it holds a line break."""
-    return text if text.isprintable() else repr(text)
 
 
 def _item_problem(item: Any) -> str | None:
@@ -88,10 +83,10 @@ def _item_problem(item: Any) -> str | None:
     meta = item.get("metadata")
     if not isinstance(meta, dict):
         what = "no metadata" if meta is None else f"metadata that is not a map ({type(meta).__name__})"
-        return f"({_text(kind)}) has {what}"
+        return f"({printable(kind)}) has {what}"
     if not isinstance(meta.get("name"), str) or not meta["name"]:
-        return f"({_text(kind)}) has no metadata.name"
-    where = f"({_text(kind)} {_text(meta['name'])}) has"
+        return f"({printable(kind)}) has no metadata.name"
+    where = f"({printable(kind)} {printable(meta['name'])}) has"
     if meta.get("namespace") is not None and not isinstance(meta["namespace"], str):
         return f"{where} metadata.namespace that is not a string ({_show(meta['namespace'])})"
     if item.get("apiVersion") is not None and not isinstance(item["apiVersion"], str):
@@ -225,8 +220,8 @@ def shape_problem(name: str) -> str | None:
             problem, *where = found
             path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in reversed(where))
             meta = item["metadata"]
-            who = "/".join(_text(str(meta[k])) for k in ("namespace", "name") if meta.get(k))
-            return f"--from-file {name}: item {index} ({_text(item['kind'])} {who}) has {path[1:]} {problem}"
+            who = "/".join(printable(str(meta[k])) for k in ("namespace", "name") if meta.get(k))
+            return f"--from-file {name}: item {index} ({printable(item['kind'])} {who}) has {path[1:]} {problem}"
     return None
 
 

@@ -51,8 +51,9 @@ class Figures:
 
     def line(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
-        return (f"{self.name}: {self.rollouts} rollouts in {self.seconds:.0f} s, {counts}; "
+        text = (f"{self.name}: {self.rollouts} rollouts in {self.seconds:.0f} s, {counts}; "
                 f"{len(self.violations)} invariant violations")
+        return "\n  ".join([text, *self.violations])
 
 
 @dataclass
@@ -138,6 +139,8 @@ def kill_campaign(tmp: Path, kills: int, seed: int) -> Figures:
                 proc = spawn(w, policy_file(tmp), log)
             if not wait_for(w.all_done, 120):
                 figures.violations.append(f"rollout {figures.rollouts}: did not finish after the kills")
+            # The last controller must be up (past its imports, signal handlers set) before SIGTERM.
+            wait_for(lambda w=w, proc=proc: started_requests(w, proc), 60)
         finally:
             proc.send_signal(signal.SIGTERM)
             if proc.wait(timeout=15) != 0:
@@ -155,6 +158,16 @@ def kill_campaign(tmp: Path, kills: int, seed: int) -> Figures:
     return figures
 
 
+def started_requests(w: World, proc: subprocess.Popen[bytes]) -> bool:
+    """Whether this controller process has sent requests yet."""
+    return any(r.user_agent.endswith(f"-{proc.pid})") for r in w.cluster.requests[-50:])
+
+
+def holder_of(w: World) -> str:
+    lease = w.cluster.get("leases", "gpu-driver-upgrader", "gpu-operator", "coordination.k8s.io")
+    return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+
+
 def replica_campaign(tmp: Path, rollouts: int, seed: int, replicas: int = 2) -> Figures:
     """Several controller processes at once; sometimes the leader is killed. Writes to nodes and
     pods must come from one replica at a time: identity switches never outnumber lease handovers."""
@@ -166,9 +179,9 @@ def replica_campaign(tmp: Path, rollouts: int, seed: int, replicas: int = 2) -> 
         procs = [spawn(w, policy_file(tmp), tmp / f"replica-{index}-{r}.log") for r in range(replicas)]
         try:
             if index % 2 == 1:  # kill whoever leads, once, mid-rollout
-                time.sleep(rng.uniform(1.0, 4.0))
-                lease = w.cluster.get("leases", "gpu-driver-upgrader", "gpu-operator", "coordination.k8s.io")
-                holder = ((lease or {}).get("spec") or {}).get("holderIdentity") or ""
+                wait_for(lambda w=w: bool(holder_of(w)), 60)  # replicas may take a while to start on a busy machine
+                time.sleep(rng.uniform(0.5, 3.0))
+                holder = holder_of(w)
                 leader = next((p for p in procs if holder.endswith(f"-{p.pid}")), None)
                 if leader is None:
                     figures.violations.append(f"rollout {index}: no replica held the lease ({holder!r})")

@@ -40,6 +40,7 @@ from pydantic import (
 )
 
 from upgrader.core.images import OS_TAG_RE, plausible_kernel
+from upgrader.core.input_errors import one_line, yaml_where
 from upgrader.core.selectors import LabelSelector, SelectorError, parse_label_selector, valid_value
 
 _DRIVER_RE = re.compile(r"^[0-9]+\.[0-9]+(?:\.[0-9]+)?$")
@@ -168,28 +169,13 @@ class ProfilesFile(_Model):
     profiles: list[Profile]
 
 
-def _printable(text: str) -> str:
-    return text if text.isprintable() else repr(text)
-
-
-def _one_line(error: ValidationError, what: str) -> str:
-    first = error.errors()[0]
-    where = ".".join(_printable(str(p)) for p in first["loc"]) or "(top level)"
-    message = _printable(str(first["msg"]).removeprefix("Value error, "))
-    if first["type"] == "extra_forbidden":
-        message = "unknown key"
-    extra = f" (and {error.error_count() - 1} more problems)" if error.error_count() > 1 else ""
-    return f"{what}: {where}: {message}{extra}"
-
-
 def load_profiles_text(text: str, source: str = "profiles") -> list[Profile]:
     """The profiles in a YAML document; a `ValueError` of one line naming `source` and the field."""
     what = f"profiles {source}"
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
+        where = yaml_where(exc)
         raise ValueError(f"{what}: not valid YAML{where}") from None
     if data is None:
         raise ValueError(f"{what}: empty; expected a mapping with a `profiles` list")
@@ -198,7 +184,7 @@ def load_profiles_text(text: str, source: str = "profiles") -> list[Profile]:
     try:
         parsed = ProfilesFile.model_validate(data)
     except ValidationError as exc:
-        raise ValueError(_one_line(exc, what)) from None
+        raise ValueError(one_line(exc, what)) from None
     seen: dict[tuple[str, int], int] = {}
     for index, profile in enumerate(parsed.profiles):
         key = (profile.name, profile.version)

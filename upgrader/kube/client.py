@@ -10,13 +10,9 @@ from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
 from upgrader.config import ClientConfigError
+from upgrader.core.input_errors import printable, yaml_where
 
 __all__ = ["ClientConfigError", "api_client"]
-
-
-def _line(text: str) -> str:
-    """Text from a flag or the file as it can sit on one line: quoted when it holds a line break."""
-    return text if text.isprintable() else repr(text)
 
 
 def _check_kubeconfig(path: str, context: str | None) -> None:
@@ -33,8 +29,7 @@ def _check_kubeconfig(path: str, context: str | None) -> None:
     except UnicodeDecodeError:
         raise ClientConfigError(f"kubeconfig {path}: not UTF-8 text, so not a kubeconfig") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
+        where = yaml_where(exc)
         raise ClientConfigError(f"kubeconfig {path}: not valid YAML{where}") from None
     if data is None:
         raise ClientConfigError(f"kubeconfig {path}: the file is empty")
@@ -49,9 +44,9 @@ def _check_kubeconfig(path: str, context: str | None) -> None:
     if context is not None:
         names = [str(c.get("name")) for c in data.get("contexts") or [] if isinstance(c, dict)]
         if context not in names:
-            known = ", ".join(_line(name) for name in names) or "none"
+            known = ", ".join(printable(name) for name in names) or "none"
             raise ClientConfigError(
-                f"--context {_line(context)}: no such context in kubeconfig {path} (it has: {known})"
+                f"--context {printable(context)}: no such context in kubeconfig {path} (it has: {known})"
             )
 
 
@@ -61,9 +56,7 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> k8s
     try:
         if kubeconfig:
             _check_kubeconfig(kubeconfig, context)
-            k8s_config.load_kube_config(
-                config_file=kubeconfig, context=context, client_configuration=configuration
-            )
+            k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
         elif context:
             k8s_config.load_kube_config(context=context, client_configuration=configuration)
         else:
@@ -77,5 +70,5 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> k8s
     except yaml.YAMLError:
         raise ClientConfigError(f"{what or 'kubeconfig: '}not valid YAML") from None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # the client's parser met odd shapes
-        raise ClientConfigError(f"{what}invalid kubeconfig: {type(exc).__name__}: {_line(str(exc))}") from None
+        raise ClientConfigError(f"{what}invalid kubeconfig: {type(exc).__name__}: {printable(str(exc))}") from None
     return k8s.ApiClient(configuration)
