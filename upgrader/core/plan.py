@@ -9,15 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any
 
-from upgrader.core.compat import affinity_verdict, workload_verdict
 from upgrader.core.driver_selectors import DriverResource, gpu_nodes, selector_findings
 from upgrader.core.findings import BLOCKING, WARNING, Finding
 from upgrader.core.images import node_image_tag
+from upgrader.core.plan_findings import (
+    Workload,
+    cuda_findings,
+    eligibility_findings,
+    job_findings,
+    pdb_findings,
+    profile_findings,
+)
 from upgrader.core.policy import Policy
-from upgrader.core.profiles import Profile, qualification
+from upgrader.core.profiles import Profile
 from upgrader.core.rollout import fleet, upgrade_reason
 from upgrader.core.schedule import canary_domain, domain_of, domain_order, is_unavailable, plan_starts
 from upgrader.core.selectors import parse_label_selector
@@ -106,7 +112,7 @@ def build_plan(
     managed = fleet(snapshot)
     plans: dict[str, NodePlan] = {}
     pdbs_by_namespace: dict[str, list[PdbView]] = {}
-    covering: dict[tuple[str, tuple[tuple[str, str], ...]], list[PdbView]] = {}
+    covering: dict[Workload, list[PdbView]] = {}
     for pdb in snapshot.pdbs:
         pdbs_by_namespace.setdefault(pdb.namespace, []).append(pdb)
     for name in managed.skipped:
@@ -152,7 +158,7 @@ def _node_plan(
     now: float,
     options: PlanOptions,
     pdbs_by_namespace: Mapping[str, list[PdbView]],
-    covering: dict[tuple[str, tuple[tuple[str, str], ...]], list[PdbView]],
+    covering: dict[Workload, list[PdbView]],
 ) -> NodePlan:
     needs = upgrade_reason(snapshot, node) is not None
     if node.state is State.FAILED:
@@ -214,12 +220,12 @@ def _node_plan(
     plan.gpu_pods = sorted(p.key for p in gpu_pods)
     plan.drain_pods = sorted(p.key for p in drain_pods if p not in gpu_pods)
     evicted = list(gpu_pods) + [p for p in drain_pods if p not in gpu_pods]
-    plan.findings.extend(_pdb_findings(node.name, evicted, pdbs_by_namespace, covering))
-    plan.findings.extend(_eligibility_findings(node.name, gpu_pods, drain_pods, policy))
-    plan.findings.extend(_job_findings(node.name, pods, policy))
-    plan.findings.extend(_cuda_findings(node, pods, plan.target_driver, options))
+    plan.findings.extend(pdb_findings(node.name, evicted, pdbs_by_namespace, covering))
+    plan.findings.extend(eligibility_findings(node.name, gpu_pods, drain_pods, policy))
+    plan.findings.extend(job_findings(node.name, pods, policy))
+    plan.findings.extend(cuda_findings(node, pods, plan.target_driver, options.floors))
     if options.profiles is not None:
-        plan.findings.extend(_profile_findings(node, plan.target_driver, options.profiles, now))
+        plan.findings.extend(profile_findings(node, plan.target_driver, options.profiles, now))
     return plan
 
 
@@ -242,131 +248,6 @@ def _drain_pods(pods: list[PodView], policy: Policy) -> list[PodView]:
         p
         for p in pods
         if not p.terminal and not p.mirror and p.owner_kind != "DaemonSet" and selector.matches(p.labels)
-    ]
-
-
-def _pdb_findings(
-    node: str,
-    pods: list[PodView],
-    pdbs: Mapping[str, list[PdbView]],
-    covering: dict[tuple[str, tuple[tuple[str, str], ...]], list[PdbView]],
-) -> list[Finding]:
-    per_budget: dict[str, tuple[PdbView, list[PodView]]] = {}
-    for pod in pods:
-        workload = (pod.namespace, tuple(sorted(pod.labels.items())))
-        if workload not in covering:  # pods of one workload share labels: match their selectors once
-            covering[workload] = [pdb for pdb in pdbs.get(pod.namespace, ()) if pdb.covers(pod)]
-        for pdb in covering[workload]:
-            per_budget.setdefault(pdb.key, (pdb, []))[1].append(pod)
-    out = []
-    for key, (pdb, covered) in sorted(per_budget.items()):
-        if len(covered) > pdb.disruptions_allowed:
-            names = ", ".join(sorted(p.key for p in covered))
-            out.append(
-                Finding(
-                    "pdb-blocks-eviction",
-                    BLOCKING,
-                    node,
-                    f"evicting {names} needs {len(covered)} disruption(s) of PodDisruptionBudget {key}, "
-                    f"which allows {pdb.disruptions_allowed} (currentHealthy {pdb.current_healthy}, "
-                    f"desiredHealthy {pdb.desired_healthy}): the rollout would halt at "
-                    "pod-deletion-required on this node",
-                )
-            )
-    return out
-
-
-def _eligibility_findings(
-    node: str, gpu_pods: list[PodView], drain_pods: list[PodView], policy: Policy
-) -> list[Finding]:
-    out = []
-    for pods, settings, knob in (
-        (gpu_pods, policy.gpu_pod_deletion, "gpuPodDeletion"),
-        (drain_pods, policy.drain, "drain"),
-    ):
-        for pod in pods:
-            if pod.owner_kind is None and not settings.force:
-                out.append(
-                    Finding(
-                        "pod-deletion-blocked",
-                        BLOCKING,
-                        node,
-                        f"{pod.key} is not managed by a controller: set {knob}.force to delete it",
-                    )
-                )
-            elif pod.empty_dir and not settings.delete_empty_dir:
-                out.append(
-                    Finding(
-                        "pod-deletion-blocked",
-                        BLOCKING,
-                        node,
-                        f"{pod.key} uses emptyDir: set {knob}.deleteEmptyDir to delete it",
-                    )
-                )
-    return out
-
-
-def _job_findings(node: str, pods: list[PodView], policy: Policy) -> list[Finding]:
-    text = policy.wait_for_completion.pod_selector
-    if not text:
-        return []
-    selector = parse_label_selector(text)
-    running = sorted(p.key for p in pods if not p.terminal and selector.matches(p.labels))
-    if not running:
-        return []
-    limit = policy.wait_for_completion.timeout_seconds
-    until = f"up to {limit}s, then the rollout halts" if limit else "with no timeout"
-    return [
-        Finding(
-            "wait-for-jobs",
-            WARNING,
-            node,
-            f"{', '.join(running)} match waitForCompletion.podSelector {text}: the upgrade waits for them {until}",
-        )
-    ]
-
-
-def _cuda_findings(node: NodeView, pods: list[PodView], driver: str, options: PlanOptions) -> list[Finding]:
-    out = []
-    for pod in pods:
-        if pod.terminal:
-            continue
-        for verdict in (
-            workload_verdict(pod.annotations, node.labels, driver, options.floors),
-            affinity_verdict(pod.affinity, driver),
-        ):
-            if verdict is not None and not verdict.admitted:
-                out.append(
-                    Finding(
-                        "cuda-incompatible",
-                        BLOCKING,
-                        node.name,
-                        f"{pod.key} would not run on driver {driver}: {verdict.reason}",
-                    )
-                )
-    return out
-
-
-def _profile_findings(node: NodeView, driver: str, profiles: Sequence[Profile], now: float) -> list[Finding]:
-    product = node.labels.get("nvidia.com/gpu.product", "")
-    try:
-        from upgrader.core.images import kernel_of, os_tag
-
-        kernel, os = kernel_of(node), os_tag(node)
-    except ValueError:
-        return []  # already reported as invalid-node-data
-    today = datetime.fromtimestamp(now, tz=UTC).date()
-    covering, reason = qualification(profiles, node.labels, product, driver, kernel, os, today)
-    if covering is not None:
-        return []
-    return [
-        Finding(
-            "unqualified-profile",
-            BLOCKING,
-            node.name,
-            f"({product}, driver {driver}, kernel {kernel}, {os}) is not covered by a qualified, unexpired "
-            f"profile: {reason}",
-        )
     ]
 
 

@@ -1,0 +1,141 @@
+"""The plan's per-node findings: what would block or slow the upgrade of one node, and why."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+
+from upgrader.core.compat import affinity_verdict, workload_verdict
+from upgrader.core.findings import BLOCKING, WARNING, Finding
+from upgrader.core.images import kernel_of, os_tag
+from upgrader.core.policy import Policy
+from upgrader.core.profiles import Profile, qualification
+from upgrader.core.selectors import parse_label_selector
+from upgrader.core.views import NodeView, PdbView, PodView
+
+Workload = tuple[str, tuple[tuple[str, str], ...]]  # (namespace, labels): pods one PDB sees alike
+
+
+def pdb_findings(
+    node: str,
+    pods: list[PodView],
+    pdbs: Mapping[str, list[PdbView]],
+    covering: dict[Workload, list[PdbView]],
+) -> list[Finding]:
+    per_budget: dict[str, tuple[PdbView, list[PodView]]] = {}
+    for pod in pods:
+        workload = (pod.namespace, tuple(sorted(pod.labels.items())))
+        if workload not in covering:  # pods of one workload share labels: match their selectors once
+            covering[workload] = [pdb for pdb in pdbs.get(pod.namespace, ()) if pdb.covers(pod)]
+        for pdb in covering[workload]:
+            per_budget.setdefault(pdb.key, (pdb, []))[1].append(pod)
+    out = []
+    for key, (pdb, covered) in sorted(per_budget.items()):
+        if len(covered) > pdb.disruptions_allowed:
+            names = ", ".join(sorted(p.key for p in covered))
+            out.append(
+                Finding(
+                    "pdb-blocks-eviction",
+                    BLOCKING,
+                    node,
+                    f"evicting {names} needs {len(covered)} disruption(s) of PodDisruptionBudget {key}, "
+                    f"which allows {pdb.disruptions_allowed} (currentHealthy {pdb.current_healthy}, "
+                    f"desiredHealthy {pdb.desired_healthy}): the rollout would halt at "
+                    "pod-deletion-required on this node",
+                )
+            )
+    return out
+
+
+def eligibility_findings(
+    node: str, gpu_pods: list[PodView], drain_pods: list[PodView], policy: Policy
+) -> list[Finding]:
+    out = []
+    for pods, settings, knob in (
+        (gpu_pods, policy.gpu_pod_deletion, "gpuPodDeletion"),
+        (drain_pods, policy.drain, "drain"),
+    ):
+        for pod in pods:
+            if pod.owner_kind is None and not settings.force:
+                out.append(
+                    Finding(
+                        "pod-deletion-blocked",
+                        BLOCKING,
+                        node,
+                        f"{pod.key} is not managed by a controller: set {knob}.force to delete it",
+                    )
+                )
+            elif pod.empty_dir and not settings.delete_empty_dir:
+                out.append(
+                    Finding(
+                        "pod-deletion-blocked",
+                        BLOCKING,
+                        node,
+                        f"{pod.key} uses emptyDir: set {knob}.deleteEmptyDir to delete it",
+                    )
+                )
+    return out
+
+
+def job_findings(node: str, pods: list[PodView], policy: Policy) -> list[Finding]:
+    text = policy.wait_for_completion.pod_selector
+    if not text:
+        return []
+    selector = parse_label_selector(text)
+    running = sorted(p.key for p in pods if not p.terminal and selector.matches(p.labels))
+    if not running:
+        return []
+    limit = policy.wait_for_completion.timeout_seconds
+    until = f"up to {limit}s, then the rollout halts" if limit else "with no timeout"
+    return [
+        Finding(
+            "wait-for-jobs",
+            WARNING,
+            node,
+            f"{', '.join(running)} match waitForCompletion.podSelector {text}: the upgrade waits for them {until}",
+        )
+    ]
+
+
+def cuda_findings(
+    node: NodeView, pods: list[PodView], driver: str, floors: Mapping[int, tuple[int, ...]]
+) -> list[Finding]:
+    out = []
+    for pod in pods:
+        if pod.terminal:
+            continue
+        for verdict in (
+            workload_verdict(pod.annotations, node.labels, driver, floors),
+            affinity_verdict(pod.affinity, driver),
+        ):
+            if verdict is not None and not verdict.admitted:
+                out.append(
+                    Finding(
+                        "cuda-incompatible",
+                        BLOCKING,
+                        node.name,
+                        f"{pod.key} would not run on driver {driver}: {verdict.reason}",
+                    )
+                )
+    return out
+
+
+def profile_findings(node: NodeView, driver: str, profiles: Sequence[Profile], now: float) -> list[Finding]:
+    product = node.labels.get("nvidia.com/gpu.product", "")
+    try:
+        kernel, os = kernel_of(node), os_tag(node)
+    except ValueError:
+        return []  # already reported as invalid-node-data
+    today = datetime.fromtimestamp(now, tz=UTC).date()
+    covering, reason = qualification(profiles, node.labels, product, driver, kernel, os, today)
+    if covering is not None:
+        return []
+    return [
+        Finding(
+            "unqualified-profile",
+            BLOCKING,
+            node.name,
+            f"({product}, driver {driver}, kernel {kernel}, {os}) is not covered by a qualified, unexpired "
+            f"profile: {reason}",
+        )
+    ]
