@@ -5,6 +5,7 @@ The same words reach `upgrader status`, the status ConfigMap, Events and metrics
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from upgrader.core.policy import OnNodeFailure, Policy
@@ -75,9 +76,11 @@ def halt_reason(snapshot: Snapshot, policy: Policy, managed: list[str], acknowle
         b = blocked[0]
         more = f" (and {len(blocked) - 1} more blocked)" if len(blocked) > 1 else ""
         return f"{b['node']} blocked in {b['state']} since {b['since']}: {b['reason']}{more}; see {b['runbook']}"
-    nodes = [snapshot.nodes[n] for n in managed]
-    canary = canary_domain(nodes, policy)
-    for failure in failed_nodes(snapshot, managed, acknowledged):
+    failures = failed_nodes(snapshot, managed, acknowledged)
+    if not failures:
+        return None
+    canary = canary_domain([snapshot.nodes[n] for n in managed], policy)
+    for failure in failures:
         if failure["acknowledged"]:
             continue
         in_canary = domain_of(snapshot.nodes[failure["node"]], policy) == canary
@@ -124,19 +127,23 @@ def rollout_status(
     else:
         phase = "Running"
     blocked_names = {b["node"] for b in blocked_nodes(snapshot, managed)}
-    canary = canary_domain(nodes, policy)
+    # Nodes counted per domain and state in one go: this runs twice a pass over the whole fleet.
+    per_domain: dict[str, Counter[State | None]] = {}
+    for node in nodes:
+        per_domain.setdefault(domain_of(node, policy), Counter())[node.state] += 1
+    order = domain_order(nodes, policy)
     domains = []
-    for name in domain_order(nodes, policy):
-        members = [n for n in nodes if domain_of(n, policy) == name]
+    for name in order:
+        counts = per_domain.get(name, Counter())
         domains.append(
             {
                 "name": name,
-                "canary": name == canary,
-                "nodes": len(members),
-                "done": sum(1 for n in members if n.state is State.DONE),
-                "in_progress": sum(1 for n in members if n.state in IN_PROGRESS),
-                "failed": sum(1 for n in members if n.state is State.FAILED),
-                "by_state": {s.value: sum(1 for n in members if n.state is s) for s in State},
+                "canary": name == order[0],
+                "nodes": counts.total(),
+                "done": counts[State.DONE],
+                "in_progress": sum(counts[s] for s in IN_PROGRESS),
+                "failed": counts[State.FAILED],
+                "by_state": {s.value: counts[s] for s in State},
             }
         )
     message = {

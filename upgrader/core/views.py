@@ -78,9 +78,7 @@ class NodeView:
         labels = dict(self.labels)
         if state is not None:
             labels[STATE_LABEL] = state.value
-        return replace(
-            self, state=state if state is not None else self.state, labels=labels, annotations=merged
-        )
+        return replace(self, state=state if state is not None else self.state, labels=labels, annotations=merged)
 
 
 @dataclass(frozen=True)
@@ -136,9 +134,7 @@ class Snapshot:
     control: Control = field(default_factory=Control)
 
     def driver_set_of(self, pod: PodView) -> DriverSet | None:
-        return next(
-            (d for d in self.driver_sets if d.namespace == pod.namespace and d.name == pod.owner_name), None
-        )
+        return next((d for d in self.driver_sets if d.namespace == pod.namespace and d.name == pod.owner_name), None)
 
 
 # ----- JSON -> views ---------------------------------------------------------------------------
@@ -169,9 +165,7 @@ def pod_view(obj: Obj) -> PodView:
         amounts = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
         gpus += sum(_gpu_count(v) for k, v in amounts.items() if str(k).startswith(GPU))
     owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
-    )
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
     waiting = next(
         (
             cs["state"]["waiting"]
@@ -211,9 +205,7 @@ def node_view(obj: Obj) -> NodeView:
         state = State.parse(labels.get(STATE_LABEL))
     except ValueError as exc:
         state, invalid = None, f"label {STATE_LABEL}: {exc}"
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
-    )
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
     info = status.get("nodeInfo") or {}
     alloc, cap = status.get("allocatable") or {}, status.get("capacity") or {}
     return NodeView(
@@ -259,12 +251,7 @@ def driver_set(ds: Obj, revisions: Sequence[Obj]) -> DriverSet:
     template = (ds.get("spec") or {}).get("template") or {}
     containers = (template.get("spec") or {}).get("containers") or []
     version = next(
-        (
-            str(e.get("value"))
-            for c in containers
-            for e in c.get("env") or []
-            if e.get("name") == "DRIVER_VERSION"
-        ),
+        (str(e.get("value")) for c in containers for e in c.get("env") or [] if e.get("name") == "DRIVER_VERSION"),
         None,
     )
     return DriverSet(

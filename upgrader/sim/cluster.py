@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -14,6 +15,7 @@ from upgrader.sim.faults import FaultPlan, RequestLog, RequestRecord
 from upgrader.sim.http import EmulatorHTTPServer
 from upgrader.sim.jobs import JobController
 from upgrader.sim.kubeconfig import write_kubeconfig
+from upgrader.sim.loading import load
 from upgrader.sim.registry import ResourceType, crd_types
 from upgrader.sim.settings import SimSettings
 from upgrader.sim.store import Store
@@ -72,6 +74,10 @@ class EmulatedCluster:
         self, plural: str, body: Obj, namespace: str | None = None, group: str = "", version: str = "v1"
     ) -> Obj:
         return self.store.create(self.type(plural, group, version), namespace, body)
+
+    def load(self, objects: Iterable[Obj], bulk: bool = True) -> int:
+        """Store many objects (apiVersion and kind set) and settle behaviours once; see `loading`."""
+        return load(self, objects, bulk)
 
     def advance(self, seconds: float) -> None:
         self.store.advance(seconds)

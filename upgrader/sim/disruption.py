@@ -84,9 +84,36 @@ class DisruptionController:
                 if any(selector.matches(lbl) for lbl in labels):
                     self.refresh(pdb)
 
-    def refresh(self, pdb: Obj) -> Obj:
+    def refresh_all(self) -> None:
+        """Recompute every budget's status, reading the pods once (after a bulk load).
+
+        Pods are indexed by namespace and label, so a budget whose selector requires a label value
+        (`app: x`, `app in (x, y)`) looks only at the pods carrying it, not at its whole namespace.
+        """
+        by_namespace: dict[str, list[Obj]] = {}
+        by_label: dict[tuple[str, str, str], list[Obj]] = {}
+        for pod in self.store.objects(self.pods):
+            m = pod["metadata"]
+            by_namespace.setdefault(m["namespace"], []).append(pod)
+            for key, value in (m.get("labels") or {}).items():
+                by_label.setdefault((m["namespace"], key, value), []).append(pod)
+        for pdb in self.store.objects(self.pdbs):
+            ns = pdb["metadata"]["namespace"]
+            candidates = by_namespace.get(ns, [])
+            try:
+                selector = from_label_selector_object((pdb.get("spec") or {}).get("selector"))
+                required = next((r for r in selector.requirements if r.op in ("=", "in")), None)
+            except SelectorError:
+                required = None
+            if required is not None:  # a superset of what the selector matches: compute_status re-checks
+                candidates = [p for v in sorted(required.values) for p in by_label.get((ns, required.key, v), [])]
+            self.refresh(pdb, candidates)
+
+    def refresh(self, pdb: Obj, pods: list[Obj] | None = None) -> Obj:
+        """Recompute one budget's status; `pods` are its namespace's pods, read here if not given."""
         m = pdb["metadata"]
-        pods = self.store.objects(self.pods, m["namespace"])
+        if pods is None:
+            pods = self.store.objects(self.pods, m["namespace"])
         computed = compute_status(pdb, pods)
         now = rfc3339(self.store.clock.now())
 

@@ -26,6 +26,7 @@ from upgrader.sim.fleet_builders import (
 
 Obj = dict[str, Any]
 APPS_PER_NAMESPACE = 50
+UPGRADE_STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"  # the GPU Operator's node label
 
 
 def _with_meta(obj: Obj, kind: str, api_version: str, namespace: str | None, uid: str) -> Obj:
@@ -155,3 +156,22 @@ def kubectl_list(nodes: int, pods_per_node: int = 30, seed: int = 0) -> Obj:
         "metadata": {"resourceVersion": ""},
         "items": list(fleet_objects(nodes, pods_per_node, seed)),
     }
+
+
+def paused_rollout(
+    nodes: int, pods_per_node: int = 30, seed: int = 0, state: str = "upgrade-required"
+) -> Iterator[Obj]:
+    """The fleet with its rollout under way and paused: every node labelled `state` (as upgrader's
+    first pass labels them) and upgrader's status ConfigMap saying `paused`, so a pass starts
+    nothing: benchmarks measure what a pass costs with nothing, or a chosen few nodes, in progress."""
+    for obj in fleet_objects(nodes, pods_per_node, seed):
+        if obj["kind"] == "Node":
+            obj["metadata"]["labels"][UPGRADE_STATE_LABEL] = state
+        yield obj
+    yield _with_meta(
+        {"metadata": {"name": "gpu-driver-upgrade-status"}, "data": {"paused": "true"}},
+        "ConfigMap",
+        "v1",
+        OPERATOR_NS,
+        "uid-upgrader-status",
+    )

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Mapping
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,25 +70,37 @@ class ListQuery:
         return cls(namespace, labels, fields, limit, start, selected)
 
 
-def select_page(query: ListQuery, bucket: Mapping[Key, Obj], keys: Iterable[Key], rv: str) -> ListResult:
-    """The objects `query` selects, in key order, up to its limit (with a continue token if more)."""
+def equality_value(query: ListQuery, path: str) -> str | None:
+    """The value a field selector requires `path` to equal (`spec.nodeName=x`), if it does."""
+    return next((f.value for f in query.fields if f.path == path and not f.negate), None)
+
+
+def select_page(query: ListQuery, bucket: Mapping[Key, Obj], keys: Sequence[Key], rv: str) -> ListResult:
+    """The objects `query` selects, in key order, up to its limit (with a continue token if more).
+
+    `keys` are sorted, so a namespace's objects are one slice of them and a page resumes by bisection.
+    """
     start, namespace, labels, fields, limit = query.start, query.namespace, query.labels, query.fields, query.limit
     items: list[Obj] = []
     next_key: Key | None = None
     remaining = 0
-    for key in keys:  # the checks stay inline: this loop runs over every object of large fleets
-        if start is not None and key <= start:
-            continue
-        if namespace and key[0] != namespace:
-            continue
+    first, last = 0, len(keys)
+    if namespace:
+        first, last = bisect_left(keys, (namespace, "")), bisect_left(keys, (namespace + "\0", ""))
+    if start is not None:
+        first = max(first, bisect_right(keys, start))
+    for index in range(first, last):  # the checks stay inline: this loop runs over every object of large fleets
+        key = keys[index]
         obj = bucket[key]
         if not labels.matches(obj["metadata"].get("labels")):
             continue
         if fields and not all(f.matches(obj) for f in fields):
             continue
         if limit and len(items) >= limit:
-            remaining += 1
-            continue
+            # A page is full and more follows. Without a selector every key left is an object left
+            # (remainingItemCount); with one the server does not count, so one more match is enough.
+            remaining = 1 if query.selected else last - index
+            break
         items.append(obj)
         next_key = key
     if limit and remaining and next_key is not None:

@@ -12,13 +12,14 @@ import random
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from upgrader.sim import errors
 from upgrader.sim.clock import Clock, RealClock, rfc3339
 from upgrader.sim.deletion import check_preconditions, deletion_answer, owned_by, pod_grace, termination_start
-from upgrader.sim.listing import Key, ListQuery, ListResult, parse_selectors, select_page
+from upgrader.sim.listing import Key, ListQuery, ListResult, equality_value, parse_selectors, select_page
 from upgrader.sim.patch import apply_patch
 from upgrader.sim.registry import Registry, ResourceType
 from upgrader.sim.scheduler import Scheduler
@@ -53,6 +54,7 @@ class Store:
         self._pending: deque[Change] = deque()
         self._pods_by_node: dict[str, dict[Key, Obj]] = {}
         self._dispatching = False
+        self._quiet = 0  # inside bulk(): commit without running reactors
         for ns in DEFAULT_NAMESPACES:
             self.create(self.type("", "v1", "namespaces"), "", {"metadata": {"name": ns}})
 
@@ -119,6 +121,9 @@ class Store:
         query = ListQuery.parse(scope, label_selector, field_selector, limit, continue_token)
         with self.lock:
             bucket = self._bucket(rtype)
+            node = equality_value(query, "spec.nodeName") if rtype.key == ("", "pods") else None
+            if node:  # a node's pods (what kubectl drain and the controller ask): use the index
+                return select_page(query, bucket, sorted(self._pods_by_node.get(node, {})), str(self._rv))
             keys = self._sorted.get(rtype.key)
             if keys is None:
                 keys = self._sorted[rtype.key] = sorted(bucket)
@@ -128,35 +133,45 @@ class Store:
 
     def create(self, rtype: ResourceType, namespace: str | None, body: Obj) -> Obj:
         with self.lock:
-            obj = copy.deepcopy(body)
-            m = meta(obj)
-            if rtype.namespaced:
-                ns = namespace or m.get("namespace") or "default"
-                if m.get("namespace") not in (None, "", ns):
-                    raise errors.bad_request(
-                        "the namespace of the provided object does not match the namespace "
-                        "sent on the request"
-                    )
-                if (
-                    rtype.plural != "namespaces"
-                    and self.find(self.type("", "v1", "namespaces"), "", ns) is None
-                ):
-                    raise errors.not_found("namespaces", "", ns)
-                m["namespace"] = ns
-            else:
-                m.pop("namespace", None)
-            if not m.get("name"):
-                if not m.get("generateName"):
-                    raise errors.invalid(
-                        rtype.kind, "", "metadata.name: Required value: name or generateName is required"
-                    )
-                m["name"] = m["generateName"] + self.random_suffix()
-            key = self._key(rtype, m.get("namespace"), m["name"])
-            if key in self._bucket(rtype):
-                raise errors.already_exists(rtype.plural, rtype.group, m["name"])
-            stamp_created(rtype, obj, self.new_uid(), rfc3339(self.clock.now()))
-            self._commit(rtype, key, None, obj)
-            return obj
+            return self._create(rtype, namespace, copy.deepcopy(body), restore=False)
+
+    def restore(self, rtype: ResourceType, namespace: str | None, obj: Obj) -> Obj:
+        """Store an object as a dump holds it (bulk loads): a uid and creationTimestamp it carries
+        stay, so owner references between loaded objects hold; `obj` itself is stored, not a copy."""
+        with self.lock:
+            return self._create(rtype, namespace, obj, restore=True)
+
+    def _create(self, rtype: ResourceType, namespace: str | None, obj: Obj, restore: bool) -> Obj:
+        m = meta(obj)
+        if rtype.namespaced:
+            ns = namespace or m.get("namespace") or "default"
+            if m.get("namespace") not in (None, "", ns):
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace "
+                    "sent on the request"
+                )
+            if (
+                rtype.plural != "namespaces"
+                and self.find(self.type("", "v1", "namespaces"), "", ns) is None
+            ):
+                raise errors.not_found("namespaces", "", ns)
+            m["namespace"] = ns
+        else:
+            m.pop("namespace", None)
+        if not m.get("name"):
+            if not m.get("generateName"):
+                raise errors.invalid(
+                    rtype.kind, "", "metadata.name: Required value: name or generateName is required"
+                )
+            m["name"] = m["generateName"] + self.random_suffix()
+        key = self._key(rtype, m.get("namespace"), m["name"])
+        if key in self._bucket(rtype):
+            raise errors.already_exists(rtype.plural, rtype.group, m["name"])
+        uid = str(m.get("uid") or "") if restore else ""
+        created = str(m.get("creationTimestamp") or "") if restore else ""
+        stamp_created(rtype, obj, uid or self.new_uid(), created or rfc3339(self.clock.now()))
+        self._commit(rtype, key, None, obj)
+        return obj
 
     def replace(
         self,
@@ -298,8 +313,21 @@ class Store:
         if rtype.key == ("", "pods"):
             self._index_pod(key, old, new)
         self._feed.publish(change)
+        if self._quiet:
+            return
         self._pending.append(change)
         self._dispatch()
+
+    @contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Writes inside commit and reach watchers, but run no behaviour reactors: whoever opened
+        it settles the behaviours once afterwards (`loading.load`)."""
+        with self.lock:
+            self._quiet += 1
+            try:
+                yield
+            finally:
+                self._quiet -= 1
 
     def _index_pod(self, key: Key, old: Obj | None, new: Obj | None) -> None:
         for obj, keep in ((old, False), (new, True)):

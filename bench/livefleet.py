@@ -1,0 +1,109 @@
+"""Processes for the live benchmarks: an emulator serving a generated fleet, a controller doing passes.
+
+The emulator (`fleet_server.py`) and the controller (`pass_runner.py`) each run in their own
+process, so the controller's CPU time and memory are its own. Both end when their stdin closes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
+
+
+def _ready_line(proc: subprocess.Popen[str], what: str) -> dict[str, Any]:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        raise SystemExit(f"{what} exited before it was ready (code {proc.wait()})")
+    data: dict[str, Any] = json.loads(line)
+    return data
+
+
+@dataclass
+class Fleet:
+    """An emulator process serving `nodes` generated GPU nodes (see fleet_server.py)."""
+
+    nodes: int
+    proc: subprocess.Popen[str]
+    url: str
+    kubeconfig: Path
+    info: dict[str, Any]
+
+    @classmethod
+    def start(cls, nodes: int, pods_per_node: int, workdir: Path, audit_log: Path | None = None) -> Fleet:
+        kubeconfig = workdir / f"fleet-{nodes}.kubeconfig"
+        cmd = [sys.executable, str(HERE / "fleet_server.py"), "--nodes", str(nodes),
+               "--pods-per-node", str(pods_per_node), "--kubeconfig", str(kubeconfig)]
+        if audit_log is not None:
+            cmd += ["--audit-log", str(audit_log)]
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        info = _ready_line(proc, f"emulator ({nodes} nodes)")
+        return cls(nodes, proc, info["url"], kubeconfig, info)
+
+    def label(self, names: list[str], state: str) -> None:
+        """Set nodes' upgrade state with a merge patch, as an operator's `kubectl label` would."""
+        for name in names:
+            body = json.dumps({"metadata": {"labels": {STATE_LABEL: state}}}).encode()
+            request = urllib.request.Request(
+                f"{self.url}/api/v1/nodes/{name}", body, method="PATCH",
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
+            with urllib.request.urlopen(request) as answer:
+                answer.read()
+
+    def stop(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Controller:
+    """A controller process (pass_runner.py) against a fleet; one reconcile pass per `run_pass`."""
+
+    def __init__(self, kubeconfig: Path, watch: bool = False, policy: str | None = None) -> None:
+        cmd = [sys.executable, str(HERE / "pass_runner.py"), "--kubeconfig", str(kubeconfig)]
+        if watch:
+            cmd.append("--watch")
+        if policy:
+            cmd += ["--policy", policy]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        self.info = _ready_line(self.proc, "controller")
+
+    def run_pass(self) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("pass\n")
+        self.proc.stdin.flush()
+        result = _ready_line(self.proc, "controller")
+        if result.get("error"):
+            raise SystemExit(f"controller pass failed: {result['error']}")
+        return result
+
+    def stop(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def total(requests: dict[str, int]) -> int:
+    return sum(requests.values())
+
+
+def reads(requests: dict[str, int]) -> int:
+    return requests.get("get", 0) + requests.get("list", 0)

@@ -1,0 +1,91 @@
+"""What a reconcile pass costs in requests: the same at any fleet size, plus at most 2 per node in progress.
+
+CI-sized (30 vs 300 nodes, ~30 pods each), in process on a virtual clock that never moves, counted
+from the emulator's request log. bench/pass_requests.py measures the same rule, and CPU time, over
+HTTP at 100, 1,000 and 5,000 nodes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from upgrader.config import Settings
+from upgrader.controller import Controller
+from upgrader.core.policy import Policy
+from upgrader.core.states import STATE_LABEL
+from upgrader.kube.api import KubeApi
+from upgrader.sim.cluster import EmulatedCluster
+from upgrader.sim.faults import RequestRecord
+from upgrader.sim.largefleet import paused_rollout
+
+SIZES = (30, 300)
+IN_PROGRESS = 4
+READS = ("get", "list")
+
+
+class Fleet:
+    """A generated fleet (every node upgrade-required, rollout paused) and a controller on it."""
+
+    def __init__(self, nodes: int) -> None:
+        self.cluster = EmulatedCluster.virtual()
+        self.cluster.load(paused_rollout(nodes))
+        api = KubeApi(self.cluster.client(), sleep=lambda _: None)
+        self.controller = Controller(api, Policy(), Settings(identity="pass-cost"), self.cluster.store.clock.now)
+        self.run_pass()  # the first pass writes the rollout status; later ones only read while idle
+
+    def run_pass(self) -> list[RequestRecord]:
+        before = len(self.cluster.requests)
+        report = self.controller.reconcile()
+        assert report.error is None and report.status["phase"] == "Paused"
+        return self.cluster.requests[before:]
+
+    def put_in_progress(self, count: int, state: str = "pod-deletion-required") -> None:
+        for i in range(count):
+            self.cluster.store.mutate(
+                self.cluster.type("nodes"),
+                None,
+                f"gpu-{i:05d}",
+                lambda node: node["metadata"]["labels"].__setitem__(STATE_LABEL, state),
+            )
+
+
+def verbs(records: list[RequestRecord]) -> Counter[str]:
+    return Counter(r.verb for r in records)
+
+
+def reads(records: list[RequestRecord]) -> int:
+    return sum(1 for r in records if r.verb in READS)
+
+
+@pytest.fixture(scope="module")
+def fleets() -> dict[int, Fleet]:
+    return {n: Fleet(n) for n in SIZES}
+
+
+def test_an_idle_pass_sends_the_same_requests_at_every_size(fleets: dict[int, Fleet]) -> None:
+    passes = {n: [fleets[n].run_pass() for _ in range(3)] for n in SIZES}
+    shapes = {n: [sorted((r.verb, r.path, r.query) for r in p) for p in passes[n]] for n in SIZES}
+    # the same requests, to the same paths, in every pass at both sizes: a few LISTs and GETs
+    assert shapes[30][0] == shapes[30][1] == shapes[30][2] == shapes[300][0] == shapes[300][2]
+    first = passes[30][0]
+    assert reads(first) == len(first) <= 8
+    assert verbs(first)["list"] == 5
+
+
+@pytest.mark.parametrize("nodes", SIZES)
+def test_each_node_in_progress_adds_at_most_two_requests(fleets: dict[int, Fleet], nodes: int) -> None:
+    fleet = fleets[nodes]
+    idle = fleet.run_pass()
+    fleet.put_in_progress(IN_PROGRESS)
+    acting = fleet.run_pass()
+    # the pass that acts reads one more list per node (the node's pods) and evicts its GPU pods
+    assert reads(acting) == reads(idle) + IN_PROGRESS
+    assert verbs(acting)["create"] >= IN_PROGRESS  # evictions (4 GPU pods a node)
+    later = [fleet.run_pass() for _ in range(4)]
+    for records in later:  # waiting for the evicted pods to terminate
+        assert reads(records) == reads(idle) + IN_PROGRESS
+        assert len(records) <= len(idle) + 2 * IN_PROGRESS
+    # steady: the same every pass once the status says what the nodes wait for
+    assert len(later[-1]) == len(later[-2])
