@@ -185,7 +185,7 @@ class DaemonSetController:
                 self.create_pod(current, name)
 
         self.store.scheduler.after(
-            self.settings.pod_recreate_delay if delay is None else delay,
+            self.settings.delay("pod_recreate", name, self.settings.pod_recreate_delay) if delay is None else delay,
             f"daemonset {ns}/{ds_name} pod for {name}",
             create,
         )
@@ -247,7 +247,8 @@ class DaemonSetController:
                     now = rfc3339(self.store.clock.now())
                     self.store.mutate(self.pods, ns, name, lambda p: mark_image_pull_error(p, missing, now))
 
-            self.store.scheduler.after(self.settings.image_pull_delay, f"pull {missing}", pull_failed)
+            pull_delay = self.settings.delay("image_pull", node_of(pod), self.settings.image_pull_delay)
+            self.store.scheduler.after(pull_delay, f"pull {missing}", pull_failed)
             return
 
         def running() -> None:
@@ -260,7 +261,8 @@ class DaemonSetController:
                 if p is not None:
                     self._became_running(p)
 
-        self.store.scheduler.after(self.settings.pod_ready_delay, f"start {ns}/{name}", running)
+        ready_delay = self.settings.delay("pod_ready", node_of(pod), self.settings.pod_ready_delay)
+        self.store.scheduler.after(ready_delay, f"start {ns}/{name}", running)
 
     def _became_running(self, pod: Obj) -> None:
         if (pod["metadata"].get("labels") or {}).get("app") == VALIDATOR_APP:

@@ -62,7 +62,7 @@ class DriverLifecycle:
 
         self.store.mutate(self.nodes, None, node_name, reload)
         self.store.scheduler.after(
-            self.settings.validator_ready_delay,
+            self.settings.delay("validator_ready", node_name, self.settings.validator_ready_delay),
             f"validate {node_name}",
             lambda: self.refresh_validators(node_name),
         )

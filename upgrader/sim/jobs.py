@@ -38,9 +38,9 @@ class JobController:
             uid = self._job_uid(change.new)
             if uid:
                 ns = change.new["metadata"]["namespace"]
-                self.store.scheduler.after(
-                    self.settings.job_replace_delay, "job replaces pod", lambda: self._resync(ns, uid)
-                )
+                node = (change.new.get("spec") or {}).get("nodeName") or ""
+                delay = self.settings.delay("job_replace", node, self.settings.job_replace_delay)
+                self.store.scheduler.after(delay, "job replaces pod", lambda: self._resync(ns, uid))
 
     def _job_uid(self, pod: Obj) -> str | None:
         for ref in pod["metadata"].get("ownerReferences") or []:
@@ -129,6 +129,7 @@ class JobController:
         )
         seconds = run_seconds(job)
         if seconds is not None:
+            seconds = self.settings.delay("job_run", node, seconds)
             ns, name, uid = m["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
             self.store.scheduler.after(
                 seconds, f"job pod {ns}/{name} finishes", lambda: self._finish(ns, name, uid)

@@ -151,4 +151,5 @@ class WorkloadController:
                 stamp = rfc3339(self.store.clock.now())
                 self.store.mutate(self.pods, ns, name, lambda p: set_ready(p, True, stamp))
 
-        self.store.scheduler.after(self.settings.workload_ready_delay, f"pod {ns}/{name} ready", ready)
+        delay = self.settings.delay("workload_ready", node_name, self.settings.workload_ready_delay)
+        self.store.scheduler.after(delay, f"pod {ns}/{name} ready", ready)
