@@ -35,7 +35,7 @@ from upgrader.core.states import BLOCKED_KIND, IN_PROGRESS, State
 
 from .invariants import Audit, check_pass, check_state, domain_sequence, max_unavailable, open_violations
 from .strategies import fleets, policies
-from .world import JOB, NEW_HASH, FleetSpec, World, controller_pass
+from .world import JOB, NEWER_HASH, FleetSpec, World, controller_pass
 
 EXAMPLES = int(os.environ.get("UPGRADER_PROPERTY_EXAMPLES", "0"))
 STEPS = int(os.environ.get("UPGRADER_PROPERTY_STEPS", "100"))
@@ -234,6 +234,27 @@ class RolloutMachine(RuleBasedStateMachine):
         self.reconcile(then)
 
     @rule(then=THEN)
+    def newer_driver_released(self, then: int) -> None:
+        """The driver DaemonSet gets a newer revision mid-rollout (at most once)."""
+        self.world.new_driver_revision()
+        self.reconcile(then)
+
+    @rule(i=INDEX, skip=st.booleans(), then=THEN)
+    def operator_sets_skip_label(self, i: int, skip: bool, then: int) -> None:
+        """`nvidia.com/gpu-driver-upgrade.skip=true` on (or off) a node, at any point of its way."""
+        nodes = sorted(self.world.nodes)
+        self.world.set_skip(nodes[i % len(nodes)], skip)
+        self.reconcile(then)
+
+    @rule(i=INDEX, then=THEN)
+    def operator_requests_upgrade(self, i: int, then: int) -> None:
+        """`nvidia.com/gpu-driver-upgrade-requested=true` on a node, whatever its driver."""
+        nodes = sorted(n.name for n in self.world.nodes.values() if n.gpu)
+        if nodes:
+            self.world.request_upgrade(nodes[i % len(nodes)])
+        self.reconcile(then)
+
+    @rule(then=THEN)
     def pause(self, then: int) -> None:
         self.world.pause()
         self.reconcile(then)
@@ -271,10 +292,21 @@ MAX_PASSES = 600
 
 
 @settings(max_examples=examples(100), **COMMON)  # type: ignore[arg-type]
-@given(spec=fleets(blockers=False), policy=policies(blockers=False), interval=st.sampled_from([5, 10, 30]))
-def test_rollout_without_blockers_ends_with_every_node_done(spec: FleetSpec, policy: Policy, interval: int) -> None:
+@given(
+    spec=fleets(blockers=False),
+    policy=policies(blockers=False),
+    interval=st.sampled_from([5, 10, 30]),
+    release_at=st.none() | st.integers(0, 60),
+)
+def test_rollout_without_blockers_ends_with_every_node_done(
+    spec: FleetSpec, policy: Policy, interval: int, release_at: int | None
+) -> None:
     """No blockers, drivers that come up: passes with time advancing bring every managed node to
-    upgrade-done at the newest driver revision, uncordoned unless someone else had cordoned it."""
+    upgrade-done at the newest driver revision, uncordoned unless someone else had cordoned it.
+
+    `release_at`: a newer driver revision appears before that pass, or the first one after it
+    where no node is in validation-required (a release then fails the node: see
+    test_known_bugs.py::test_newer_driver_during_validation_restarts_the_driver)."""
     world = World(spec)
     managed = world.managed()
     # Nodes someone else cordoned stay cordoned and count against maxUnavailable for good
@@ -282,11 +314,14 @@ def test_rollout_without_blockers_ends_with_every_node_done(spec: FleetSpec, pol
     assume(sum(1 for n in managed if n.foreign_cordon) < max_unavailable(policy, len(managed)))
     audit = Audit(policy)
     world.auditors.append(audit)
-    for _ in range(MAX_PASSES):
+    for number in range(MAX_PASSES):
+        validating = any(n.state is State.VALIDATION_REQUIRED for n in managed)
+        if release_at is not None and number >= release_at and world.newest != NEWER_HASH and not validating:
+            world.new_driver_revision()
         result = controller_pass(world, policy)
         broken = open_violations(audit.violations + check_pass(world, policy, result) + check_state(world, policy))
         assert not broken, "\n".join(broken)
-        if result.status["phase"] == "Done":
+        if result.status["phase"] == "Done" and (release_at is None or world.newest == NEWER_HASH):
             break
         settle(world)
         world.advance(interval)
@@ -294,7 +329,7 @@ def test_rollout_without_blockers_ends_with_every_node_done(spec: FleetSpec, pol
     assert all(s is State.DONE for s in states.values()), (states, world.last_status_message())
     for n in managed:
         assert n.unschedulable == n.foreign_cordon, f"{n.name}: unschedulable={n.unschedulable}"
-        assert [p.labels["controller-revision-hash"] for p in world.driver_pods_on(n.name)] == [NEW_HASH]
+        assert [p.labels["controller-revision-hash"] for p in world.driver_pods_on(n.name)] == [world.newest]
 
 
 # ----- long rollouts with blockers, failures and people ------------------------------------------------
@@ -308,6 +343,8 @@ MOVES = (
     "relax-budgets",
     "crash-driver",
     "remove-gpu-daemonset",
+    "newer-driver",
+    "request-upgrade",
 )
 
 
@@ -334,6 +371,11 @@ def operator_move(world: World, move: str, i: int) -> None:
     elif move == "remove-gpu-daemonset":
         for pod in world.gpu_daemon_pods():
             world.remove_gpu_daemon(pod.uid)
+    elif move == "newer-driver":
+        world.new_driver_revision()
+    elif move == "request-upgrade":
+        gpu = sorted(n.name for n in world.nodes.values() if n.gpu)
+        world.request_upgrade(gpu[i % len(gpu)])
     elif move == "crash-driver":
         pods = world.running_drivers()
         if pods:

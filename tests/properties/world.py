@@ -65,8 +65,8 @@ VALIDATOR_DS = "nvidia-operator-validator"
 VALIDATOR_APP = "nvidia-operator-validator"
 ZONE_KEY = "topology.kubernetes.io/zone"
 GPU_PRESENT = "nvidia.com/gpu.present"
-OLD_HASH, NEW_HASH = "rev-old", "rev-new"
-VERSIONS = {OLD_HASH: "535.104.05", NEW_HASH: "550.54.15"}
+OLD_HASH, NEW_HASH, NEWER_HASH = "rev-old", "rev-new", "rev-newer"
+VERSIONS = {OLD_HASH: "535.104.05", NEW_HASH: "550.54.15", NEWER_HASH: "550.90.07"}
 CUDA_LABELS = ("nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver.minor", "nvidia.com/cuda.driver.rev")
 JOB_APP = "batch-job"
 JOB_SELECTOR = f"app={JOB_APP}"
@@ -231,6 +231,7 @@ class World:
         self.previous_status: dict[str, Any] = {}
         self.events: list[Event] = []
         self.statuses: list[dict[str, Any]] = []
+        self.revisions = [OLD_HASH, NEW_HASH]  # the driver DaemonSet's ControllerRevisions, newest last
         self.refused: dict[str, str] = {}  # uid of a pod a budget refused -> budget name
         self.actions: list[tuple[int, Action, Result]] = []  # (time, action, result) as applied
         self.auditors: list[Auditor] = []
@@ -285,18 +286,18 @@ class World:
         for index, gpus in spec.jobs:
             self.start_job(names[index % len(names)], gpus)
         for index in spec.bare:
-            node = names[index % len(names)]
+            host = names[index % len(names)]
             name = f"scratch-{next(self._names)}"
-            self._add(WPod(NS, name, self._uid(), node, BARE, {"app": "scratch"}, gpus=1))
+            self._add(WPod(NS, name, self._uid(), host, BARE, {"app": "scratch"}, gpus=1))
         for index in spec.gpu_daemons:
-            node = names[index % len(names)]
+            host = names[index % len(names)]
             name = f"gpu-monitor-{next(self._names)}"
             self._add(
                 WPod(
                     NS,
                     name,
                     self._uid(),
-                    node,
+                    host,
                     GPU_DAEMON,
                     {"app": "gpu-monitor"},
                     gpus=1,
@@ -313,8 +314,12 @@ class World:
         self.seq += 1
         return pod
 
+    @property
+    def newest(self) -> str:
+        return self.revisions[-1]
+
     def _driver_pod(self, node: str, revision: str) -> WPod:
-        broken = revision == NEW_HASH and self.nodes[node].image_broken
+        broken = revision != OLD_HASH and self.nodes[node].image_broken
         return self._add(
             WPod(
                 OPERATOR_NS,
@@ -441,10 +446,10 @@ class World:
             namespace=OPERATOR_NS,
             name=DRIVER_DS,
             node_selector={GPU_PRESENT: "true"},
-            newest_hash=NEW_HASH,
-            newest_revision=2,
-            driver_version=VERSIONS[NEW_HASH],
-            image=f"nvcr.io/nvidia/driver:{VERSIONS[NEW_HASH]}",
+            newest_hash=self.newest,
+            newest_revision=len(self.revisions),
+            driver_version=VERSIONS[self.newest],
+            image=f"nvcr.io/nvidia/driver:{VERSIONS[self.newest]}",
         )
         control = Control(
             paused=self.paused,
@@ -581,15 +586,11 @@ class World:
 
     def nodes_missing_driver(self) -> list[str]:
         """GPU nodes where the OnDelete DaemonSet would create a driver pod (none live there)."""
-        return [
-            n.name
-            for n in self.nodes.values()
-            if n.gpu and not any(p.active for p in self.driver_pods_on(n.name))
-        ]
+        return [n.name for n in self.nodes.values() if n.gpu and not any(p.active for p in self.driver_pods_on(n.name))]
 
     def create_driver(self, node: str) -> WPod:
         """The DaemonSet controller creates the node's driver pod at the newest revision."""
-        return self._driver_pod(node, NEW_HASH)
+        return self._driver_pod(node, self.newest)
 
     def starting_drivers(self) -> list[WPod]:
         """Driver pods not Ready that could turn Ready (their image pulls)."""
@@ -599,7 +600,7 @@ class World:
             if p.kind == DRIVER
             and p.active
             and not p.ready
-            and not (p.labels.get(HASH_LABEL) == NEW_HASH and self.nodes[p.node].image_broken)
+            and not (p.labels.get(HASH_LABEL) != OLD_HASH and self.nodes[p.node].image_broken)
         ]
 
     def driver_ready(self, uid: str) -> None:
@@ -695,6 +696,25 @@ class World:
     def remove_gpu_daemon(self, uid: str) -> None:
         """Someone takes the GPU-holding DaemonSet off the node (its pod is deleted, gracefully)."""
         self.pods[uid].terminating = True
+        self.seq += 1
+
+    def new_driver_revision(self) -> None:
+        """`kubectl apply` of a newer driver: the DaemonSet's newest ControllerRevision changes (OnDelete:
+        no pod changes by itself)."""
+        if self.newest != NEWER_HASH:
+            self.revisions.append(NEWER_HASH)
+            self.seq += 1
+
+    def set_skip(self, node: str, skip: bool) -> None:
+        labels = self.nodes[node].labels
+        if skip:
+            labels[SKIP_LABEL] = "true"
+        else:
+            labels.pop(SKIP_LABEL, None)
+        self.seq += 1
+
+    def request_upgrade(self, node: str) -> None:
+        self.nodes[node].annotations[REQUESTED_ANNOTATION] = "true"
         self.seq += 1
 
     def pause(self) -> None:

@@ -1,0 +1,65 @@
+"""Deterministic reproductions of core bugs the property tests found, still open.
+
+Each is `xfail(strict=True)`: when upgrader/core is fixed the test passes, the strict xfail fails
+the run, and whoever fixed it removes the marker (and, for a bug in invariants.KNOWN_BUGS, its
+entry there, so the searches check that promise again).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from upgrader.core.policy import policy_from_mapping
+from upgrader.core.states import FAILED_REASON, State
+
+from .invariants import Audit, check_pass, check_state, open_violations
+from .test_rollout_properties import settle
+from .world import NEWER_HASH, FleetSpec, NodeSpec, World, controller_pass
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "upgrader/core/status.py rollout_status: nodes_by_state counts labelled nodes only, so with "
+        "autoUpgrade: false (nothing labels new nodes) it sums to 0 while nodes_total is the fleet"
+    ),
+)
+def test_status_counts_every_managed_node_by_state_when_auto_upgrade_is_off() -> None:
+    world = World(FleetSpec((NodeSpec(zone="a"), NodeSpec(zone="a", current=True))))
+    status = controller_pass(world, policy_from_mapping({"autoUpgrade": False})).status
+    assert status["phase"] == "Paused"
+    assert sum(status["nodes_by_state"].values()) == status["nodes_total"] == 2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "upgrader/core/steps.py validate/validation_problems: a newer driver revision released while "
+        "a node is in validation-required is waited for, but only pod-restart-required restarts the "
+        "driver, so the node fails ('driver pod not Ready at the new revision ... module not "
+        "reloaded') after validation.timeoutSeconds and halts the rollout"
+    ),
+)
+def test_newer_driver_during_validation_restarts_the_driver() -> None:
+    world = World(FleetSpec((NodeSpec(zone="a"),)))
+    policy = policy_from_mapping({"validation": {"timeoutSeconds": 60}})
+    audit = Audit(policy)
+    world.auditors.append(audit)
+    node = world.nodes["node-0"]
+    for _ in range(20):  # the cluster keeps up: the node walks to validation-required
+        controller_pass(world, policy)
+        if node.state is State.VALIDATION_REQUIRED:
+            break
+        settle(world)
+        world.advance(10)
+    assert node.state is State.VALIDATION_REQUIRED
+    world.new_driver_revision()  # released while the node validates rev-new
+    for _ in range(30):
+        result = controller_pass(world, policy)
+        broken = open_violations(audit.violations + check_pass(world, policy, result) + check_state(world, policy))
+        assert not broken, "\n".join(broken)
+        settle(world)
+        world.advance(10)
+    assert node.state is State.DONE, node.annotations.get(FAILED_REASON)
+    assert [p.labels["controller-revision-hash"] for p in world.driver_pods_on("node-0")] == [NEWER_HASH]
+    assert not node.unschedulable
