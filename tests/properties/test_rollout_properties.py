@@ -35,7 +35,7 @@ from upgrader.core.states import BLOCKED_KIND, IN_PROGRESS, State
 
 from .invariants import Audit, check_pass, check_state, domain_sequence, max_unavailable, open_violations
 from .strategies import fleets, policies
-from .world import JOB, NEWER_HASH, FleetSpec, World, controller_pass
+from .world import JOB, FleetSpec, World, controller_pass, crashing_pass
 
 EXAMPLES = int(os.environ.get("UPGRADER_PROPERTY_EXAMPLES", "0"))
 STEPS = int(os.environ.get("UPGRADER_PROPERTY_STEPS", "100"))
@@ -113,6 +113,14 @@ class RolloutMachine(RuleBasedStateMachine):
             self.pass_violations += check_pass(self.world, self.policy, result)
 
     # ----- the controller and the clock ------------------------------------------------------------
+
+    @rule(writes=st.integers(0, 12))
+    def controller_crashes_mid_pass(self, writes: int) -> None:
+        """A pass whose writes stop landing after `writes` of them (killed, or the API went away);
+        the next pass must continue from what the cluster holds."""
+        self.passes += 1
+        result = crashing_pass(self.world, self.policy, writes)
+        self.pass_violations += check_pass(self.world, self.policy, result)
 
     @rule(then=st.integers(1, 4))
     def controller_passes(self, then: int) -> None:
@@ -279,7 +287,7 @@ class RolloutMachine(RuleBasedStateMachine):
 
 
 RolloutMachine.TestCase.settings = settings(
-    max_examples=examples(150),
+    max_examples=examples(250),
     stateful_step_count=STEPS,
     **COMMON,  # type: ignore[arg-type]
 )
@@ -291,7 +299,7 @@ TestRollout = RolloutMachine.TestCase
 MAX_PASSES = 600
 
 
-@settings(max_examples=examples(100), **COMMON)  # type: ignore[arg-type]
+@settings(max_examples=examples(150), **COMMON)  # type: ignore[arg-type]
 @given(
     spec=fleets(blockers=False),
     policy=policies(blockers=False),
@@ -314,14 +322,16 @@ def test_rollout_without_blockers_ends_with_every_node_done(
     assume(sum(1 for n in managed if n.foreign_cordon) < max_unavailable(policy, len(managed)))
     audit = Audit(policy)
     world.auditors.append(audit)
+    released = -1 if release_at is None else MAX_PASSES  # the pass before which it was released
     for number in range(MAX_PASSES):
         validating = any(n.state is State.VALIDATION_REQUIRED for n in managed)
-        if release_at is not None and number >= release_at and world.newest != NEWER_HASH and not validating:
+        if release_at is not None and number >= release_at and released == MAX_PASSES and not validating:
             world.new_driver_revision()
+            released = number
         result = controller_pass(world, policy)
         broken = open_violations(audit.violations + check_pass(world, policy, result) + check_state(world, policy))
         assert not broken, "\n".join(broken)
-        if result.status["phase"] == "Done" and (release_at is None or world.newest == NEWER_HASH):
+        if result.status["phase"] == "Done" and number > released:  # a pass that saw the release
             break
         settle(world)
         world.advance(interval)
@@ -345,6 +355,7 @@ MOVES = (
     "remove-gpu-daemonset",
     "newer-driver",
     "request-upgrade",
+    "crash",
 )
 
 
@@ -385,7 +396,7 @@ def operator_move(world: World, move: str, i: int) -> None:
 ROUNDS = 150
 
 
-@settings(max_examples=examples(60), **COMMON)  # type: ignore[arg-type]
+@settings(max_examples=examples(150), **COMMON)  # type: ignore[arg-type]
 @given(
     spec=fleets(),
     policy=policies(),
@@ -402,10 +413,15 @@ def test_long_rollouts_with_blockers_and_failures_keep_promises(
     audit = Audit(policy)
     world.auditors.append(audit)
     for round_ in range(ROUNDS):
+        crash = None
         for _, move, i in (s for s in script if s[0] == round_):
-            operator_move(world, move, i)
-        result = controller_pass(world, policy)
-        broken = open_violations(audit.violations + check_pass(world, policy, result) + check_state(world, policy))
+            if move == "crash":
+                crash = i % 10  # this round's pass loses the API after that many writes
+            else:
+                operator_move(world, move, i)
+        result = controller_pass(world, policy) if crash is None else crashing_pass(world, policy, crash)
+        checks = check_pass(world, policy, result) + check_state(world, policy)
+        broken = open_violations(audit.violations + checks)
         assert not broken, "\n".join(broken)
         settle(world)
         world.advance(interval)

@@ -235,6 +235,8 @@ class World:
         self.refused: dict[str, str] = {}  # uid of a pod a budget refused -> budget name
         self.actions: list[tuple[int, Action, Result]] = []  # (time, action, result) as applied
         self.auditors: list[Auditor] = []
+        self.fleet_seq = 0  # sequence number of the last change to which nodes are managed
+        self.writes_left: int | None = None  # set: the API server takes that many more writes, then fails
         self._uids = count(1)
         self._names = count(1)
         self._build(spec)
@@ -461,6 +463,11 @@ class World:
     # ----- the API server: upgrader's writes --------------------------------------------------------
 
     def apply(self, action: Action) -> Outcome:
+        if self.writes_left is not None:
+            if self.writes_left <= 0:
+                self.actions.append((self.now, action, Result.ERROR))
+                return Outcome(action, Result.ERROR, "connection refused")  # the API went away
+            self.writes_left -= 1
         result, message = self._judge(action)
         for auditor in self.auditors:
             auditor(self, action, result)
@@ -712,6 +719,7 @@ class World:
         else:
             labels.pop(SKIP_LABEL, None)
         self.seq += 1
+        self.fleet_seq = self.seq
 
     def request_upgrade(self, node: str) -> None:
         self.nodes[node].annotations[REQUESTED_ANNOTATION] = "true"
@@ -756,6 +764,16 @@ class PassResult:
     status: dict[str, Any]  # the status at the end of the pass
     starts: list[str]  # nodes whose start (upgrade-required -> cordon-required) was applied
     outcomes: list[Outcome] = field(default_factory=list)
+
+
+def crashing_pass(world: World, policy: Policy, writes: int) -> PassResult:
+    """A pass during which the API server stops answering after `writes` writes: every later write
+    fails (Result.ERROR), as a crash of the controller or an outage would leave the cluster."""
+    world.writes_left = writes
+    try:
+        return controller_pass(world, policy)
+    finally:
+        world.writes_left = None
 
 
 def controller_pass(world: World, policy: Policy, now: int | None = None) -> PassResult:
