@@ -16,7 +16,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from upgrader.core.states import IN_PROGRESS, State
+from upgrader.core.states import IN_PROGRESS, STATE_COUNT_KEYS, State
 from upgrader.core.status import PHASES
 from upgrader.core.timefmt import parse_or_none
 
@@ -92,8 +92,8 @@ class Metrics:
         self.last_pass = Gauge(
             "upgrader_last_pass_timestamp_seconds", "When the last reconcile pass ended.", registry=r
         )
-        for state in State:
-            self.nodes.labels(state.value).set(0)
+        for key in STATE_COUNT_KEYS:
+            self.nodes.labels(key).set(0)
         for phase in PHASES:
             self.phase.labels(phase).set(0)
         for reason in BLOCK_REASONS:
@@ -129,11 +129,11 @@ class Metrics:
     def _domains(self, status: dict[str, Any]) -> None:
         per_domain = {d["name"]: d.get("by_state") or {} for d in status.get("domains") or []}
         for domain in self._known_domains - set(per_domain):
-            for state in State:
-                self.domain_nodes.remove(domain, state.value)
+            for key in STATE_COUNT_KEYS:
+                self.domain_nodes.remove(domain, key)
         for domain, counts in per_domain.items():
-            for state in State:
-                self.domain_nodes.labels(domain, state.value).set(counts.get(state.value, 0))
+            for key in STATE_COUNT_KEYS:
+                self.domain_nodes.labels(domain, key).set(counts.get(key, 0))
         self._known_domains = set(per_domain)
 
     def _oldest(self, status: dict[str, Any], now: float) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrader.core.states import State
+from upgrader.core.states import STATE_COUNT_KEYS, UNLABELLED, State
 
 SHORT = {
     State.UPGRADE_REQUIRED.value: "required",
@@ -17,6 +17,7 @@ SHORT = {
     State.UNCORDON_REQUIRED.value: "uncordon",
     State.DONE.value: "done",
     State.FAILED.value: "failed",
+    UNLABELLED: "unlabelled",
 }
 
 
@@ -28,7 +29,7 @@ def bar(done: int, total: int, width: int = 20) -> str:
 def progress_line(status: dict[str, Any], elapsed: float | None = None) -> str:
     """One line: phase, domain, nodes per state (non-zero only)."""
     by_state = status.get("nodes_by_state", {})
-    counts = " ".join(f"{SHORT[s.value]}={by_state[s.value]}" for s in State if by_state.get(s.value))
+    counts = " ".join(f"{SHORT[b]}={by_state[b]}" for b in STATE_COUNT_KEYS if by_state.get(b))
     prefix = f"[{elapsed:6.1f}s] " if elapsed is not None else ""
     domain = status.get("current_domain") or "-"
     return f"{prefix}{status.get('phase', '?'):<8} domain {domain:<12} {counts}"
@@ -60,8 +61,8 @@ def render_table(status: dict[str, Any]) -> str:
     lines.append("")
     lines.append("NODES BY STATE")
     counts = status.get("nodes_by_state") or {}
-    for state in State:  # lifecycle order, whatever order the stored JSON has
-        lines.append(f"  {state.value:<24} {counts.get(state.value, 0)}")
+    for bucket in STATE_COUNT_KEYS:  # lifecycle order, whatever order the stored JSON has
+        lines.append(f"  {bucket:<24} {counts.get(bucket, 0)}")
     domains = status.get("domains") or []
     if domains:
         lines.append("")

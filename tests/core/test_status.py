@@ -88,6 +88,7 @@ def test_nodes_by_state_lists_every_state_with_zeros() -> None:
         "uncordon-required": 0,
         "upgrade-done": 2,
         "upgrade-failed": 0,
+        "unlabelled": 1,
     }
     assert result["nodes_total"] == 4
 
@@ -276,7 +277,7 @@ def test_domains_budget_and_lists() -> None:
     result = status(
         nodes, policy(maxParallelUpgrades=2, maxUnavailable="50%", onNodeFailure="continue"), waiting=waiting
     )
-    zeros = {s.value: 0 for s in S}
+    zeros = {s.value: 0 for s in S} | {"unlabelled": 0}
     assert result["domains"] == [
         {"name": "a", "canary": True, "nodes": 2, "done": 1, "in_progress": 1, "failed": 0,
          "by_state": {**zeros, "upgrade-done": 1, "pod-restart-required": 1}},

@@ -58,7 +58,7 @@ def test_healthy_rollout_finishes_with_every_promise_kept(
     assert r.cluster.daemonsets.incidents == [], "a driver restarted under running GPU pods"
     status = status_json(r, capsys)
     assert status["phase"] == "Done"
-    assert status["nodes_by_state"] == {s.value: (6 if s is State.DONE else 0) for s in State}
+    assert status["nodes_by_state"] == {s.value: (6 if s is State.DONE else 0) for s in State} | {"unlabelled": 0}
     assert status["blocked"] == []
 
 

@@ -10,25 +10,19 @@ from __future__ import annotations
 import pytest
 
 from upgrader.core.policy import policy_from_mapping
-from upgrader.core.states import FAILED_REASON, State
+from upgrader.core.states import FAILED_REASON, UNLABELLED, State
 
 from .invariants import Audit, check_pass, check_state, open_violations
 from .test_rollout_properties import settle
 from .world import NEWER_HASH, FleetSpec, NodeSpec, World, controller_pass
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "upgrader/core/status.py rollout_status: nodes_by_state counts labelled nodes only, so with "
-        "autoUpgrade: false (nothing labels new nodes) it sums to 0 while nodes_total is the fleet"
-    ),
-)
 def test_status_counts_every_managed_node_by_state_when_auto_upgrade_is_off() -> None:
     world = World(FleetSpec((NodeSpec(zone="a"), NodeSpec(zone="a", current=True))))
     status = controller_pass(world, policy_from_mapping({"autoUpgrade": False})).status
     assert status["phase"] == "Paused"
     assert sum(status["nodes_by_state"].values()) == status["nodes_total"] == 2
+    assert status["nodes_by_state"][UNLABELLED] == 2
 
 
 @pytest.mark.xfail(

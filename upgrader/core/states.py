@@ -43,6 +43,10 @@ IN_PROGRESS = frozenset(
     }
 )
 ORDER = tuple(State)
+# The status and metrics bucket of a managed node that carries no state label yet (autoUpgrade off,
+# or not yet adopted), so the counts per state add up to the fleet.
+UNLABELLED = "unlabelled"
+STATE_COUNT_KEYS = (*(s.value for s in State), UNLABELLED)
 
 # Node label and annotations. The state label and the request/skip keys are the GPU Operator's;
 # the rest are upgrader's own bookkeeping, so a restarted controller resumes from the node.

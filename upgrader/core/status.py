@@ -20,7 +20,9 @@ from upgrader.core.states import (
     FAILED_REASON,
     FAILED_STATE,
     IN_PROGRESS,
+    STATE_COUNT_KEYS,
     STATE_SINCE,
+    UNLABELLED,
     State,
 )
 from upgrader.core.timefmt import rfc3339
@@ -110,14 +112,13 @@ def rollout_status(
     waiting: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     nodes = [snapshot.nodes[n] for n in managed]
-    by_state = {s.value: 0 for s in State}
+    by_state = dict.fromkeys(STATE_COUNT_KEYS, 0)
     for node in nodes:
-        if node.state is not None:
-            by_state[node.state.value] += 1
+        by_state[node.state.value if node.state is not None else UNLABELLED] += 1
     halt = halt_reason(snapshot, policy, managed, acknowledged)
     failed = failed_nodes(snapshot, managed, acknowledged)
     pending = by_state[State.UPGRADE_REQUIRED.value] + sum(by_state[s.value] for s in IN_PROGRESS)
-    unlabelled = sum(1 for n in nodes if n.state is None)
+    unlabelled = by_state[UNLABELLED]
     if snapshot.control.paused or not policy.auto_upgrade:
         phase = "Paused"
     elif halt:
@@ -143,7 +144,7 @@ def rollout_status(
                 "done": counts[State.DONE],
                 "in_progress": sum(counts[s] for s in IN_PROGRESS),
                 "failed": counts[State.FAILED],
-                "by_state": {s.value: counts[s] for s in State},
+                "by_state": {**{s.value: counts[s] for s in State}, UNLABELLED: counts[None]},
             }
         )
     message = {
