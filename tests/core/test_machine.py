@@ -25,6 +25,7 @@ TABLE: dict[tuple[State, str, bool], State] = {
     (S.DRAIN_REQUIRED, "drained", False): S.POD_RESTART_REQUIRED,
     (S.POD_RESTART_REQUIRED, "driver_restarted", False): S.VALIDATION_REQUIRED,
     (S.VALIDATION_REQUIRED, "validated", False): S.UNCORDON_REQUIRED,
+    (S.VALIDATION_REQUIRED, "driver_superseded", False): S.POD_RESTART_REQUIRED,
     (S.UNCORDON_REQUIRED, "uncordoned", False): S.DONE,
     **{(s, "fail", False): S.FAILED for s in IN_PROGRESS},
 }

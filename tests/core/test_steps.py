@@ -6,6 +6,7 @@ A step is decided on a snapshot and concluded with the outcomes of its attempts 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -63,6 +64,9 @@ from .factories import (
 
 S = State
 CLEARED_BLOCK = {BLOCKED_KIND: None, BLOCKED_REASON: None, BLOCKED_SINCE: None}
+# What a node records on entering pod-restart-required: the pod to replace, a fresh restart clock,
+# the revision to reach.
+RESTART_ENTRY: dict[str, str | None] = {DRIVER_POD_UID: "driver-old", DRIVER_DELETED_AT: None, TARGET_REVISION: NEW}
 
 
 def moved(source: State, target: State, now: float, **extra: str | None) -> Transition:
@@ -265,7 +269,7 @@ def test_pod_deletion_moves_on_when_no_gpu_pod_is_left() -> None:
     snap = _deletion(pod("web-0", labels={"app": "web"}), gpu_pod("done-0", phase="Succeeded"))
     _, actions = run_step(snap, now=T0 + 9)
     # Entering pod-restart-required records the driver pod to replace.
-    assert actions == [moved(S.POD_DELETION_REQUIRED, S.POD_RESTART_REQUIRED, T0 + 9, **{DRIVER_POD_UID: "driver-old"})]
+    assert actions == [moved(S.POD_DELETION_REQUIRED, S.POD_RESTART_REQUIRED, T0 + 9, **RESTART_ENTRY)]
 
 
 def test_pod_deletion_moves_to_drain_when_drain_is_enabled() -> None:
@@ -509,7 +513,7 @@ def test_drain_excludes_daemonset_pods_and_honours_the_selector(selector: str, e
     if evicted:
         assert actions == []  # evicted: the pods are gone on a later pass
     else:
-        assert actions == [moved(S.DRAIN_REQUIRED, S.POD_RESTART_REQUIRED, T0 + 4, **{DRIVER_POD_UID: "driver-old"})]
+        assert actions == [moved(S.DRAIN_REQUIRED, S.POD_RESTART_REQUIRED, T0 + 4, **RESTART_ENTRY)]
 
 
 def test_drain_blocks_on_unmanaged_pods_naming_the_drain_knob() -> None:
@@ -521,7 +525,7 @@ def test_drain_blocks_on_unmanaged_pods_naming_the_drain_knob() -> None:
 
 def test_drain_with_nothing_to_evict_moves_on() -> None:
     _, actions = run_step(_drain(DRAIN_PODS[2], DRAIN_PODS[3]), pol=policy(drain={"enable": True}), now=T0 + 4)
-    assert actions == [moved(S.DRAIN_REQUIRED, S.POD_RESTART_REQUIRED, T0 + 4, **{DRIVER_POD_UID: "driver-old"})]
+    assert actions == [moved(S.DRAIN_REQUIRED, S.POD_RESTART_REQUIRED, T0 + 4, **RESTART_ENTRY)]
 
 
 # ----- driver restart -------------------------------------------------------------------------------------
@@ -698,10 +702,6 @@ def test_validation_passes_when_everything_checks_out() -> None:
             _validation(driver=driver_pod(revision=NEW, ready=False)),
             "driver pod not Ready at the new revision",
         ),
-        (
-            _validation(driver=driver_pod(revision=OLD, ready=True)),
-            "driver pod not Ready at the new revision",
-        ),
         (_validation(validators=()), "no validator pod (app=nvidia-operator-validator) on the node"),
         (
             _validation(validators=(validator(ready=True, terminating=True),)),
@@ -750,6 +750,21 @@ def test_validation_waits_then_fails_listing_what_failed(snap: Any, problems: st
 )
 def test_validation_checks_only_what_it_knows(snap: Any) -> None:
     _, plan = step(snap)
+    assert plan.trigger == "validated"
+
+
+@pytest.mark.parametrize("ready", [True, False])
+def test_validation_restarts_the_driver_again_when_a_newer_revision_came_out(ready: bool) -> None:
+    # The DaemonSet moved on (newest NEW) while the node validated the pod it restarted earlier: with
+    # OnDelete nothing replaces that pod, so waiting could only end in a validation timeout.
+    snap = _validation(driver=driver_pod(revision=OLD, ready=ready, uid="driver-old"))
+    _, actions = run_step(snap, now=T0 + 30)
+    assert actions == [moved(S.VALIDATION_REQUIRED, S.POD_RESTART_REQUIRED, T0 + 30, **RESTART_ENTRY)]
+
+
+def test_validation_without_a_known_newest_revision_goes_by_the_pod_it_has() -> None:
+    snap = _validation(driver=driver_pod(revision=OLD, ready=True))
+    _, plan = step(replace(snap, driver_sets=[]))
     assert plan.trigger == "validated"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import itertools
 from typing import Any
 
 from upgrader.config import Settings
@@ -127,3 +129,57 @@ def test_retrying_a_failed_node_runs_the_whole_cycle_again() -> None:
     assert node_obj["metadata"]["labels"]["nvidia.com/cuda.driver.major"] == "550"
     assert not node_obj["spec"].get("unschedulable")
     assert FAILED_REASON not in node_obj["metadata"].get("annotations", {})
+
+
+def driver_revisions(cluster: EmulatedCluster) -> tuple[dict[str, str], set[str]]:
+    """Each node's driver pod revision hash, and the newest revision hash of every driver DaemonSet."""
+    pods = cluster.store.objects(cluster.type("pods"), "gpu-operator")
+    running = {
+        p["spec"]["nodeName"]: p["metadata"]["labels"]["controller-revision-hash"]
+        for p in pods
+        if p["metadata"]["labels"].get("app") == "nvidia-driver-daemonset"
+        and not p["metadata"].get("deletionTimestamp")
+    }
+    newest = {
+        cluster.daemonsets.newest_revision(ds)["metadata"]["labels"]["controller-revision-hash"]
+        for ds in cluster.store.objects(cluster.type("daemonsets", "apps"), "gpu-operator")
+        if ds["metadata"]["name"].startswith("nvidia-driver-daemonset")
+    }
+    return running, newest
+
+
+def test_a_driver_released_while_a_node_validates_is_rolled_onto_it() -> None:
+    """A hotfix build of the driver lands while the canary node is in validation-required: the
+    node restarts its driver again instead of timing out, and the rollout ends on the hotfix."""
+    policy = {"validation": {"timeoutSeconds": 120}, "maxParallelUpgrades": 2}
+    cluster, ctl, rec, info = virtual("healthy", policy)
+    for _ in range(300):
+        ctl.reconcile()
+        cluster.advance(1)
+        validating = [r.node for r in rec.records if r.state == State.VALIDATION_REQUIRED.value]
+        if validating:
+            break
+    node = validating[0]
+    assert cluster.get("nodes", node)["metadata"]["labels"][STATE_LABEL] == State.VALIDATION_REQUIRED.value
+    ds_type = cluster.type("daemonsets", "apps")
+    hotfix = {"name": "DRIVER_BUILD", "value": "hotfix-1"}
+    for name in info.driver_daemonsets:
+        ds = cluster.get("daemonsets", name, "gpu-operator", "apps")
+        containers = copy.deepcopy(ds["spec"]["template"]["spec"]["containers"])
+        containers[0]["env"].append(hotfix)
+        patch = {"spec": {"template": {"spec": {"containers": containers}}}}
+        cluster.store.patch(ds_type, "gpu-operator", name, "application/merge-patch+json", patch)
+    status = run(cluster, ctl, 600)
+    assert status["phase"] == "Done", status["message"]
+    states = [r.state for r in rec.records if r.node == node]
+    back = (State.VALIDATION_REQUIRED.value, State.POD_RESTART_REQUIRED.value)
+    assert back in itertools.pairwise(states), f"{node} went {states}"
+    running, newest = driver_revisions(cluster)
+    assert set(running) == set(info.nodes)
+    assert set(running.values()) <= newest, "every node ends on the hotfix revision"
+    for name in info.nodes:
+        meta = cluster.get("nodes", name)["metadata"]
+        assert meta["labels"][STATE_LABEL] == State.DONE.value, meta["annotations"].get(FAILED_REASON)
+    domain_of = {n: z for z, nodes in info.domains.items() for n in nodes}
+    assert rec.check(ctl.policy, domain_of, None) == []
+    assert cluster.daemonsets.incidents == []

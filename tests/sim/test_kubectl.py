@@ -530,6 +530,20 @@ def test_deleted_driver_pod_comes_back_at_newest_revision(healthy: Sim) -> None:
     assert by(healthy.get("ds", "-n", OPERATOR_NS), "NAME")[ds]["UP-TO-DATE"] == "1"
 
 
+def test_rollout_undo_makes_the_old_revision_newest_again(sim_factory: StartSim) -> None:
+    """`kubectl rollout undo` re-applies revision 1's template: the DaemonSet controller reuses that
+    ControllerRevision (same hash, renumbered 3), so the driver pods still on it are up to date."""
+    sim = sim_factory("healthy")
+    ds = DRIVER_DS["105"]
+    hashes = _revision_hashes(sim, ds)
+    assert sorted(hashes) == [1, 2]
+    assert sim.ok("rollout", "undo", f"ds/{ds}", "-n", OPERATOR_NS) == f"daemonset.apps/{ds} rolled back\n"
+    assert _revision_hashes(sim, ds) == {2: hashes[2], 3: hashes[1]}
+    assert by(sim.get("ds", "-n", OPERATOR_NS), "NAME")[ds]["UP-TO-DATE"] == "3"
+    history = sim.ok("rollout", "history", f"ds/{ds}", "-n", OPERATOR_NS, "--revision=3")
+    assert "Image:\tnvcr.io/nvidia/driver:535-5.15.0-105-generic-ubuntu22.04" in history, history
+
+
 def test_watch_prints_a_label_change(healthy: Sim) -> None:
     node, label = "gpu-a-02", "example.com/poked"
     watch = subprocess.Popen(

@@ -36,6 +36,9 @@ TRANSITIONS: list[dict[str, Any]] = [
     {"trigger": "drained", "source": S.DRAIN_REQUIRED, "dest": S.POD_RESTART_REQUIRED},
     {"trigger": "driver_restarted", "source": S.POD_RESTART_REQUIRED, "dest": S.VALIDATION_REQUIRED},
     {"trigger": "validated", "source": S.VALIDATION_REQUIRED, "dest": S.UNCORDON_REQUIRED},
+    # A newer driver revision released while the node validates: the OnDelete DaemonSet will not
+    # replace the pod on its own, so the node restarts the driver again rather than time out.
+    {"trigger": "driver_superseded", "source": S.VALIDATION_REQUIRED, "dest": S.POD_RESTART_REQUIRED},
     {"trigger": "uncordoned", "source": S.UNCORDON_REQUIRED, "dest": S.DONE},
     {"trigger": "fail", "source": sorted(IN_PROGRESS, key=list(State).index), "dest": S.FAILED},
 ]

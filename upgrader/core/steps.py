@@ -18,6 +18,7 @@ from upgrader.core.states import (
     DRIVER_POD_UID,
     GPU_BEFORE,
     STATE_SINCE,
+    TARGET_REVISION,
     WAS_UNSCHEDULABLE,
     State,
 )
@@ -223,12 +224,24 @@ def restart_driver(ctx: NodeContext) -> StepPlan:
 
 def validate(ctx: NodeContext) -> StepPlan:
     plan = StepPlan(ctx.node.name, timeout=ctx.policy.validation.timeout_seconds, fail_on_timeout=True)
+    if superseded_driver_pods(ctx):
+        plan.trigger = "driver_superseded"
+        return plan
     problems = validation_problems(ctx)
     if problems:
         plan.waiting = "; ".join(problems)
     else:
         plan.trigger = "validated"
     return plan
+
+
+def superseded_driver_pods(ctx: NodeContext) -> list[PodView]:
+    """Live driver pods at a revision older than the DaemonSet's newest: with OnDelete nothing
+    replaces them until they are deleted."""
+    target = ctx.driver_set.newest_hash if ctx.driver_set else None
+    if target is None:
+        return []
+    return [p for p in ctx.driver_pods if not p.terminating and p.revision_hash != target]
 
 
 def validation_problems(ctx: NodeContext) -> list[str]:
@@ -264,10 +277,15 @@ def driver_version_label(node: NodeView) -> str | None:
 
 
 def entry_annotations(target: State, ctx: NodeContext) -> dict[str, str | None]:
-    """What a node records on entering `target`: the driver pod to replace on entering restart."""
+    """What a node records on entering `target`: the driver pod to replace and the revision to reach
+    on entering restart."""
     if target is State.POD_RESTART_REQUIRED:
         live = [p for p in ctx.driver_pods if not p.terminating]
-        return {DRIVER_POD_UID: live[0].uid if live else None}
+        return {
+            DRIVER_POD_UID: live[0].uid if live else None,
+            DRIVER_DELETED_AT: None,  # a second restart (driver superseded) gets its own clock
+            TARGET_REVISION: ctx.driver_set.newest_hash if ctx.driver_set else None,
+        }
     return {}
 
 

@@ -109,7 +109,9 @@ class DaemonSetController:
         owned = self.revisions_of(ds)
         newest = max((r.get("revision", 0) for r in owned), default=0)
         for rev in owned:
-            if (rev.get("data") or {}).get("spec", {}).get("template") == template:
+            stored = dict((rev.get("data") or {}).get("spec", {}).get("template") or {})
+            stored.pop("$patch", None)  # how the real controller stores it, not part of the template
+            if stored == template:
                 if rev.get("revision", 0) != newest:
                     return (
                         self.store.mutate(

@@ -1,13 +1,13 @@
-"""Deterministic reproductions of core bugs the property tests found, still open.
+"""Deterministic reproductions of core bugs the property searches found, kept as regression tests.
 
-Each is `xfail(strict=True)`: when upgrader/core is fixed the test passes, the strict xfail fails
-the run, and whoever fixed it removes the marker (and, for a bug in invariants.KNOWN_BUGS, its
-entry there, so the searches check that promise again).
+- nodes_by_state left out nodes without a state label, so with autoUpgrade: false it summed to 0
+  (upgrader/core/status.py; now counted under "unlabelled").
+- a newer driver revision released while a node was in validation-required was waited for until
+  validation.timeoutSeconds failed the node (upgrader/core/steps.py validate; now the node goes back
+  to pod-restart-required).
 """
 
 from __future__ import annotations
-
-import pytest
 
 from upgrader.core.policy import policy_from_mapping
 from upgrader.core.states import FAILED_REASON, UNLABELLED, State
@@ -25,15 +25,6 @@ def test_status_counts_every_managed_node_by_state_when_auto_upgrade_is_off() ->
     assert status["nodes_by_state"][UNLABELLED] == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "upgrader/core/steps.py validate/validation_problems: a newer driver revision released while "
-        "a node is in validation-required is waited for, but only pod-restart-required restarts the "
-        "driver, so the node fails ('driver pod not Ready at the new revision ... module not "
-        "reloaded') after validation.timeoutSeconds and halts the rollout"
-    ),
-)
 def test_newer_driver_during_validation_restarts_the_driver() -> None:
     world = World(FleetSpec((NodeSpec(zone="a"),)))
     policy = policy_from_mapping({"validation": {"timeoutSeconds": 60}})
