@@ -42,8 +42,13 @@ def main() -> None:
     settings = Settings(identity="bench-controller")
     controller = build_controller(api_client(args.kubeconfig), load_policy(args.policy), settings)
     stop = threading.Event()
+    watch_stats: list[dict[tuple[str, str], int]] = []
     if args.watch:
-        start_watches(controller, stop, threading.Event())
+        cache = start_watches(controller, stop, threading.Event())
+        watch_stats.append(cache.nodes.api.stats.counts)
+        deadline = time.monotonic() + 600
+        while not (cache.nodes.synced and cache.driver_pods.synced) and time.monotonic() < deadline:
+            time.sleep(0.05)
     stats = controller.api.stats.counts
     print(json.dumps({"ready": True, "rss_mib": round(peak_rss_mib(), 1)}), flush=True)
     for line in sys.stdin:
@@ -67,6 +72,7 @@ def main() -> None:
                     "error": report.error,
                     "leader": report.leader,
                     "rss_mib": round(peak_rss_mib(), 1),
+                    "watch_requests": sum(sum(s.values()) for s in watch_stats),  # the informers', so far
                 }
             ),
             flush=True,

@@ -18,6 +18,7 @@ from upgrader.core.status import meaningful, rollout_status
 from upgrader.core.timefmt import parse_or_none
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.apply import Applier
+from upgrader.kube.cache import ClusterCache
 from upgrader.kube.leader import LeaderElector
 from upgrader.kube.snapshot import take
 
@@ -47,8 +48,12 @@ class _Pass:
     def __init__(self, controller: Controller, now: float) -> None:
         self.controller = controller
         self.now = now
-        self.snapshot, raw_nodes = take(controller.api, controller.settings)
-        self.applier = Applier(controller.api, controller.settings, raw_nodes, now)
+        cache = controller.cache
+        self.snapshot, raw_nodes = take(controller.api, controller.settings, cache, controller.fresh_reads)
+        controller.fresh_reads = False
+        self.applier = Applier(
+            controller.api, controller.settings, raw_nodes, now, cache.observe if cache is not None else None
+        )
         self.outcomes: list[Outcome] = []
         self.transitions: list[tuple[str, str, float | None]] = []
         self.errors: list[str] = []
@@ -105,11 +110,16 @@ class Controller:
         self.clock = clock
         self.elector = elector
         self.on_pass: list[Callable[[PassReport], None]] = []
+        self.cache: ClusterCache | None = None  # set by runner.start_watches
+        # LIST rather than trust the cache: on a replica that just won the lease, its watches may
+        # lag what the previous leader wrote.
+        self.fresh_reads = True
 
     def reconcile(self) -> PassReport:
         """One pass. Never sleeps on the cluster: waits are states with start times on the nodes."""
         started = time.perf_counter()
         if self.elector is not None and not self.elector.acquire_or_renew():
+            self.fresh_reads = True
             report = PassReport(acted=False, leader=False)
         else:
             try:

@@ -16,8 +16,8 @@ from upgrader.config import Settings
 from upgrader.controller import Controller, PassReport
 from upgrader.core.policy import Policy
 from upgrader.kube.api import KubeApi
+from upgrader.kube.cache import ClusterCache
 from upgrader.kube.leader import LeaderElector
-from upgrader.kube.waker import Waker
 from upgrader.metrics import Metrics, MetricsServer
 
 log = logging.getLogger("upgrader")
@@ -42,16 +42,23 @@ def build_controller(
     return Controller(api, policy, settings, time.time, elector)
 
 
-def watch_paths(settings: Settings) -> list[tuple[str, str | None]]:
-    """What wakes the loop: any node change, any driver pod change."""
-    return [("/api/v1/nodes", None),
-            (f"/api/v1/namespaces/{settings.driver_namespace}/pods", settings.driver_pod_selector)]
+def start_watches(controller: Controller, stop: threading.Event, wake: threading.Event) -> ClusterCache:
+    """Follow nodes and driver pods: every change wakes the loop, and passes read them from the copy.
 
+    The watches get their own KubeApi, so `controller.api.stats` counts the passes' requests only
+    (the metrics count both).
+    """
+    api = KubeApi(controller.api.client)
 
-def start_watches(controller: Controller, stop: threading.Event, wake: threading.Event) -> Waker:
-    waker = Waker(controller.api, watch_paths(controller.settings), wake, stop)
-    waker.start()
-    return waker
+    def count(verb: str, outcome: str) -> None:  # whatever the metrics hook is by then
+        if controller.api.on_request is not None:
+            controller.api.on_request(verb, outcome)
+
+    api.on_request = count
+    cache = ClusterCache(api, controller.settings, wake.set)
+    controller.cache = cache
+    cache.start(stop)
+    return cache
 
 
 class Health:

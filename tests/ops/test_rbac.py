@@ -16,8 +16,8 @@ from upgrader.config import Settings
 from upgrader.controller import Controller
 from upgrader.core.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
+from upgrader.kube.cache import watch_paths
 from upgrader.kube.leader import LeaderElector
-from upgrader.runner import watch_paths
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.faults import RequestRecord
 from upgrader.sim.scenarios import build

@@ -231,14 +231,18 @@ class KubeApi:
         )
         headers = {**self.client.default_headers, "Accept": "application/json"}
         self.client.update_params_for_auth(headers, [], ["BearerToken"], path, "GET", None)
-        response = self.client.call_api(
-            "GET", url, header_params=headers, _request_timeout=(10, timeout_seconds + 10)
-        )
+        try:
+            response = self.client.call_api(
+                "GET", url, header_params=headers, _request_timeout=(10, timeout_seconds + 10)
+            )
+        except ApiException as exc:  # 410 Gone: that version is compacted away; the caller lists again
+            self._count("watch", str(exc.status))
+            raise self._error(exc) from None
         raw = response.response
         self._count("watch", "ok" if response.status == 200 else str(response.status))
         if response.status != 200:
             response.read()
-            return
+            raise ApiError(response.status, str(response.reason or ""), f"watch {path}: HTTP {response.status}")
         buffer = b""
         try:
             for chunk in raw.stream(amt=None, decode_content=False):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from upgrader.config import Settings
@@ -41,11 +41,19 @@ def _pointer(key: str) -> str:
 
 
 class Applier:
-    def __init__(self, api: KubeApi, settings: Settings, nodes: dict[str, Obj], now: float) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        settings: Settings,
+        nodes: dict[str, Obj],
+        now: float,
+        observe: Callable[[Obj], None] | None = None,
+    ) -> None:
         self.api = api
         self.settings = settings
         self.nodes = nodes  # latest node objects we hold
         self.now = now
+        self.observe = observe or (lambda _: None)  # told every node and pod our writes got back
 
     def apply(self, actions: Iterable[Action]) -> list[Outcome]:
         return [self.apply_one(a) for a in actions]
@@ -79,10 +87,11 @@ class Applier:
         elif isinstance(action, Evict):
             self.api.evict(action.namespace, action.name, action.uid)
         elif isinstance(action, DeletePod):
-            self.api.delete(
+            deleted = self.api.delete(
                 f"/api/v1/namespaces/{action.namespace}/pods/{action.name}",
                 {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": action.uid}},
             )
+            self.observe(deleted)  # the pod, terminating (or a Status once gone)
         elif isinstance(action, Event):
             self._event(action)
         elif isinstance(action, WriteStatus):
@@ -95,6 +104,7 @@ class Applier:
         if content_type == JSON_PATCH and not patch:
             return
         self.nodes[name] = self.api.patch(f"/api/v1/nodes/{name}", patch, content_type)
+        self.observe(self.nodes[name])
 
     def _annotation_ops(self, name: str, annotations: dict[str, str | None] | Any) -> list[Obj]:
         current = (self.nodes.get(name, {}).get("metadata") or {}).get("annotations")

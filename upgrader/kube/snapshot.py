@@ -1,4 +1,5 @@
-"""Observe: a constant number of LIST calls, plus one pod LIST per node being worked on."""
+"""Observe: a constant number of LIST calls (fewer with the watch-fed cache), plus one pod LIST per
+node being worked on."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from typing import Any
 from upgrader.config import Settings
 from upgrader.core.steps import NEEDS_PODS
 from upgrader.core.timefmt import parse_or_none
-from upgrader.core.views import Control, Snapshot, driver_set, node_view, pdb_view, pod_view
+from upgrader.core.views import Control, NodeView, PodView, Snapshot, driver_set, node_view, pdb_view, pod_view
 from upgrader.kube.api import KubeApi
+from upgrader.kube.cache import ClusterCache, watch_paths
+from upgrader.kube.informer import Informer
 
 Obj = dict[str, Any]
 
@@ -54,35 +57,36 @@ def collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-def take(api: KubeApi, settings: Settings) -> tuple[Snapshot, dict[str, Obj]]:
-    """The snapshot, and the raw node objects (the adapter builds guarded patches from them)."""
+def take(
+    api: KubeApi, settings: Settings, cache: ClusterCache | None = None, fresh: bool = False
+) -> tuple[Snapshot, dict[str, Obj]]:
+    """The snapshot, and the raw node objects (the adapter builds guarded patches from them).
+
+    With a synced `cache`, nodes and driver pods come from it instead of a LIST; `fresh` LISTs them
+    anyway (and hands the lists to the cache), as the first pass after winning the lease does.
+    """
     with collector_paused():
-        return _take(api, settings)
+        return _take(api, settings, cache, fresh)
 
 
-def _take(api: KubeApi, settings: Settings) -> tuple[Snapshot, dict[str, Obj]]:
+def _take(api: KubeApi, settings: Settings, cache: ClusterCache | None, fresh: bool) -> tuple[Snapshot, dict[str, Obj]]:
     ns = settings.driver_namespace
-    raw_nodes = {n["metadata"]["name"]: n for n in api.list("/api/v1/nodes").get("items", [])}
+    (nodes_path, _), (pods_path, pods_selector) = watch_paths(settings)
+    raw_nodes, nodes = _nodes(api, nodes_path, cache.nodes if cache else None, fresh)
     daemonsets = api.list(
         f"/apis/apps/v1/namespaces/{ns}/daemonsets", label_selector=settings.driver_daemonset_selector
     ).get("items", [])
     revisions = (
         api.list(f"/apis/apps/v1/namespaces/{ns}/controllerrevisions").get("items", []) if daemonsets else []
     )
-    pods = [
-        pod_view(p)
-        for p in api.list(f"/api/v1/namespaces/{ns}/pods", label_selector=settings.driver_pod_selector).get(
-            "items", []
-        )
-    ]
+    pods = _driver_pods(api, pods_path, pods_selector, cache.driver_pods if cache else None, fresh)
     pdbs = [
         v
         for p in api.list("/apis/policy/v1/poddisruptionbudgets").get("items", [])
         if (v := pdb_view(p)) is not None
     ]
     control = read_control(api, settings)
-    nodes = {name: node_view(obj) for name, obj in raw_nodes.items()}
-    driver_pods: dict[str, list] = {}
+    driver_pods: dict[str, list[PodView]] = {}
     for pod in pods:
         driver_pods.setdefault(pod.node, []).append(pod)
     node_pods = {}
@@ -99,3 +103,28 @@ def _take(api: KubeApi, settings: Settings) -> tuple[Snapshot, dict[str, Obj]]:
         control=control,
     )
     return snapshot, raw_nodes
+
+
+def _nodes(
+    api: KubeApi, path: str, informer: Informer[NodeView] | None, fresh: bool
+) -> tuple[dict[str, Obj], dict[str, NodeView]]:
+    entries = informer.entries() if informer is not None and not fresh else None
+    if entries is None:
+        listing = api.list(path)
+        if informer is not None:
+            informer.absorb(listing)
+        raw = {n["metadata"]["name"]: n for n in listing.get("items", [])}
+        return raw, {name: node_view(obj) for name, obj in raw.items()}
+    return {k: e.raw for k, e in entries.items()}, {k: e.view for k, e in entries.items()}
+
+
+def _driver_pods(
+    api: KubeApi, path: str, selector: str | None, informer: Informer[PodView] | None, fresh: bool
+) -> list[PodView]:
+    entries = informer.entries() if informer is not None and not fresh else None
+    if entries is None:
+        listing = api.list(path, label_selector=selector)
+        if informer is not None:
+            informer.absorb(listing)
+        return [pod_view(p) for p in listing.get("items", [])]
+    return [e.view for e in entries.values()]

@@ -1,0 +1,163 @@
+"""The watch-fed cache (upgrader/kube/informer.py) against the emulator, driven step by step in process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from upgrader.config import Settings
+from upgrader.core.states import STATE_LABEL
+from upgrader.core.views import NodeView, node_view
+from upgrader.kube.api import ApiError, KubeApi
+from upgrader.kube.cache import ClusterCache
+from upgrader.kube.informer import Informer
+from upgrader.kube.snapshot import take
+from upgrader.sim.cluster import EmulatedCluster
+from upgrader.sim.scenarios import build
+
+Obj = dict[str, Any]
+
+
+@pytest.fixture
+def cluster() -> EmulatedCluster:
+    cluster = EmulatedCluster.virtual()
+    build(cluster, "healthy")
+    return cluster
+
+
+def api_for(cluster: EmulatedCluster) -> KubeApi:
+    return KubeApi(cluster.client(), sleep=lambda _: None)
+
+
+def relabel(cluster: EmulatedCluster, node: str, value: str) -> Obj:
+    patch = {"metadata": {"labels": {STATE_LABEL: value}}}
+    return cluster.store.patch(cluster.type("nodes"), None, node, "application/merge-patch+json", patch)
+
+
+def nodes_informer(cluster: EmulatedCluster, changes: list[str] | None = None) -> Informer[NodeView]:
+    sink = changes if changes is not None else []
+    return Informer(api_for(cluster), "/api/v1/nodes", node_view, on_change=lambda: sink.append("change"))
+
+
+def states(informer: Informer[NodeView]) -> dict[str, str | None]:
+    entries = informer.entries()
+    assert entries is not None
+    return {name: e.view.state.value if e.view.state else None for name, e in entries.items()}
+
+
+def test_not_synced_until_listed_then_follows_changes(cluster: EmulatedCluster) -> None:
+    changes: list[str] = []
+    informer = nodes_informer(cluster, changes)
+    assert informer.entries() is None  # a pass must LIST
+    informer.step()
+    assert set(states(informer)) == {n["metadata"]["name"] for n in cluster.store.objects(cluster.type("nodes"))}
+    relabel(cluster, "gpu-a-01", "upgrade-required")
+    assert states(informer)["gpu-a-01"] is None, "nothing read yet"
+    changes.clear()
+    informer.step()
+    assert states(informer)["gpu-a-01"] == "upgrade-required"
+    assert changes == ["change"]
+    cluster.store.remove(cluster.type("nodes"), cluster.get("nodes", "gpu-c-02"))
+    informer.step()
+    assert "gpu-c-02" not in states(informer)
+
+
+def test_our_write_is_seen_at_once_and_an_older_event_does_not_undo_it(cluster: EmulatedCluster) -> None:
+    informer = nodes_informer(cluster)
+    informer.step()
+    first = relabel(cluster, "gpu-a-01", "upgrade-required")  # someone else's change, not followed yet
+    ours = relabel(cluster, "gpu-a-01", "cordon-required")  # our write: the response is observed
+    informer.observe(ours)
+    assert states(informer)["gpu-a-01"] == "cordon-required"
+    informer.apply({"type": "MODIFIED", "object": first})  # the lagging watch delivers the older one
+    assert states(informer)["gpu-a-01"] == "cordon-required"
+    informer.step()
+    assert states(informer)["gpu-a-01"] == "cordon-required"
+
+
+def test_observe_adds_nothing_it_does_not_hold(cluster: EmulatedCluster) -> None:
+    informer = Informer(
+        api_for(cluster), "/api/v1/namespaces/gpu-operator/pods", node_view, label_selector="app=none"
+    )
+    informer.step()
+    assert informer.entries() == {}
+    pod = cluster.store.objects(cluster.type("pods"), "gpu-operator")[0]
+    informer.observe(pod)
+    assert informer.entries() == {}
+
+
+def test_a_list_drops_what_was_deleted_and_keeps_what_is_newer(cluster: EmulatedCluster) -> None:
+    informer = nodes_informer(cluster)
+    informer.step()
+    listing = api_for(cluster).list("/api/v1/nodes")
+    newer = relabel(cluster, "gpu-a-02", "cordon-required")
+    informer.observe(newer)
+    gone = listing["items"].pop()  # as if deleted before the list was served
+    informer.absorb(listing)
+    held = states(informer)
+    assert gone["metadata"]["name"] not in held
+    assert held["gpu-a-02"] == "cordon-required", "newer than the list: kept"
+
+
+class ScriptedApi:
+    """A list and watch that answer from a script: the second watch reports 410 Gone."""
+
+    def __init__(self, cluster: EmulatedCluster) -> None:
+        self.real = api_for(cluster)
+        self.lists = 0
+        self.watches = 0
+
+    def list(self, path: str, label_selector: str | None = None) -> Obj:
+        self.lists += 1
+        return self.real.list(path, label_selector)
+
+    def watch(self, path: str, version: str, timeout: int, selector: str | None = None) -> Iterator[Obj]:
+        self.watches += 1
+        if self.watches == 2:
+            yield {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "old"}}
+        yield from self.real.watch(path, version, timeout, selector)
+
+
+def test_410_gone_unsyncs_and_the_next_step_lists_again(cluster: EmulatedCluster) -> None:
+    scripted = ScriptedApi(cluster)
+    informer: Informer[NodeView] = Informer(scripted, "/api/v1/nodes", node_view)  # type: ignore[arg-type]
+    informer.step()
+    relabel(cluster, "gpu-b-01", "upgrade-required")
+    with pytest.raises(ApiError) as gone:
+        informer.step()
+    assert gone.value.status == 410
+    assert informer.entries() is None, "unsynced: passes LIST until the informer has listed again"
+    informer.step()
+    assert scripted.lists == 2
+    assert states(informer)["gpu-b-01"] == "upgrade-required"
+
+
+def test_a_bookmark_moves_the_version_without_waking_the_loop(cluster: EmulatedCluster) -> None:
+    changes: list[str] = []
+    informer = nodes_informer(cluster, changes)
+    informer.step()
+    changes.clear()
+    informer.apply({"type": "BOOKMARK", "object": {"kind": "Node", "metadata": {"resourceVersion": "999999"}}})
+    assert changes == []
+    assert informer.version == "999999"
+
+
+def test_a_snapshot_from_the_cache_equals_one_from_lists_with_two_lists_fewer(cluster: EmulatedCluster) -> None:
+    settings = Settings(identity="informer-test")
+    relabel(cluster, "gpu-a-01", "pod-deletion-required")
+    listed, _ = take(api_for(cluster), settings)
+    cache = ClusterCache(api_for(cluster), settings, lambda: None)
+    cache.nodes.step()
+    cache.driver_pods.step()
+    before = len(cluster.requests)
+    cached, raw = take(api_for(cluster), settings, cache)
+    paths = [r.path for r in cluster.requests[before:] if r.verb == "list"]
+    assert "/api/v1/nodes" not in paths and "/api/v1/namespaces/gpu-operator/pods" not in paths
+    assert "/api/v1/pods" in paths, "the node in progress still gets its pods listed"
+    assert cached.nodes == listed.nodes
+    assert {n: sorted(p.uid for p in ps) for n, ps in cached.driver_pods.items()} == {
+        n: sorted(p.uid for p in ps) for n, ps in listed.driver_pods.items()
+    }
+    assert set(raw) == set(cached.nodes)

@@ -1,0 +1,39 @@
+"""The controller's watch-fed copy of the cluster: nodes and driver pods (see informer.py)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from upgrader.config import Settings
+from upgrader.core.views import NodeView, PodView, node_view, pod_view
+from upgrader.kube.api import KubeApi
+from upgrader.kube.informer import Informer, Obj, start
+
+
+def watch_paths(settings: Settings) -> list[tuple[str, str | None]]:
+    """What the controller follows: every node, and the driver pods (collection path, label selector)."""
+    return [
+        ("/api/v1/nodes", None),
+        (f"/api/v1/namespaces/{settings.driver_namespace}/pods", settings.driver_pod_selector),
+    ]
+
+
+class ClusterCache:
+    def __init__(self, api: KubeApi, settings: Settings, on_change: Callable[[], None]) -> None:
+        (nodes_path, _), (pods_path, pods_selector) = watch_paths(settings)
+        self.nodes: Informer[NodeView] = Informer(api, nodes_path, node_view, on_change=on_change)
+        self.driver_pods: Informer[PodView] = Informer(
+            api, pods_path, pod_view, label_selector=pods_selector, on_change=on_change
+        )
+
+    def start(self, stop: threading.Event) -> list[threading.Thread]:
+        return start([self.nodes, self.driver_pods], stop)
+
+    def observe(self, obj: Obj) -> None:
+        """An object one of our writes got back: a node, or a driver pod we deleted."""
+        kind = obj.get("kind")
+        if kind == "Node":
+            self.nodes.observe(obj)
+        elif kind == "Pod":
+            self.driver_pods.observe(obj)

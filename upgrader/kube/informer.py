@@ -1,0 +1,190 @@
+"""Watch-fed copies of the collections every pass reads whole: nodes and driver pods.
+
+A pass that LISTs 5,000 nodes decodes ~16 MB of JSON and rebuilds every view, although between two
+passes almost nothing changed (bench/README.md). An `Informer` LISTs once, then follows a WATCH from
+that list's resourceVersion and keeps each object with its view, built once per change. Its copy
+lags the API server by the watch's delay, so:
+
+- the controller's own writes are written through (`observe`) from the API server's response, and
+  an event older than what is held never replaces it (resourceVersions compared as integers, as
+  client-go's mutation cache does), so a pass always sees what earlier passes wrote;
+- a pass uses the copy only while the informer is synced; before the first LIST completes, after a
+  410 Gone, or after a broken stream until the relist, the pass LISTs as without a cache;
+- a pass that LISTs anyway (the first one after winning the lease) hands its list to `absorb`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import urllib3
+
+from upgrader.kube.api import ApiError, KubeApi
+
+log = logging.getLogger("upgrader")
+Obj = dict[str, Any]
+V = TypeVar("V")
+
+
+def object_key(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+
+
+def version_of(obj: Obj) -> int | None:
+    """An object's resourceVersion as an integer, or None when it is not one (then it always wins)."""
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion", ""))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Entry(Generic[V]):
+    raw: Obj
+    view: V
+    version: int | None
+
+
+class Informer(Generic[V]):
+    def __init__(
+        self,
+        api: KubeApi,
+        path: str,
+        view: Callable[[Obj], V],
+        label_selector: str | None = None,
+        on_change: Callable[[], None] | None = None,
+        timeout_seconds: int = 60,
+    ) -> None:
+        self.api = api
+        self.path = path
+        self.view = view
+        self.label_selector = label_selector
+        self.on_change = on_change or (lambda: None)
+        self.timeout_seconds = timeout_seconds
+        self._lock = threading.Lock()
+        self._entries: dict[str, Entry[V]] = {}
+        self._synced = False
+        self._version = ""  # the resourceVersion the watch continues from
+
+    # ----- what a pass reads ------------------------------------------------------------------------
+
+    @property
+    def synced(self) -> bool:
+        return self._synced
+
+    @property
+    def version(self) -> str:
+        """The resourceVersion the copy is at (what the next watch continues from)."""
+        return self._version
+
+    def entries(self) -> dict[str, Entry[V]] | None:
+        """A copy of the held objects, or None while not synced (the pass must LIST)."""
+        with self._lock:
+            return dict(self._entries) if self._synced else None
+
+    # ----- what the controller tells it -------------------------------------------------------------
+
+    def observe(self, obj: Obj) -> None:
+        """An object as the API server returned it to one of our writes. Only held objects are
+        updated: a pod outside the selector, say, is not ours to add."""
+        with self._lock:
+            if object_key(obj) in self._entries:
+                self._put(obj)
+
+    def absorb(self, listing: Obj) -> None:
+        """A full LIST a pass made: newer objects replace held ones; held objects the list does not
+        have are dropped unless they are newer than the list (added after it was served)."""
+        with self._lock:
+            self._merge(listing)
+
+    def _merge(self, listing: Obj) -> None:
+        items = listing.get("items") or []
+        listed_at = version_of(listing)
+        seen = {object_key(item) for item in items}
+        for item in items:
+            self._put(item)
+        for key in [k for k in self._entries if k not in seen]:
+            held = self._entries[key].version
+            if listed_at is None or held is None or held <= listed_at:
+                del self._entries[key]
+
+    def _put(self, obj: Obj) -> None:
+        key, version = object_key(obj), version_of(obj)
+        held = self._entries.get(key)
+        if held is not None and held.version is not None and version is not None and version < held.version:
+            return  # an event older than our own write: keep what we wrote
+        self._entries[key] = Entry(obj, self.view(obj), version)
+
+    # ----- the LIST + WATCH loop --------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """`step` until `stop` is set, a second's pause after a failure; never raises."""
+        while not stop.is_set():
+            try:
+                self.step(stop)
+                continue
+            except ApiError as exc:
+                self._lost(f"{exc.status} {exc.message}", quiet=exc.status == 410)
+            except (OSError, ValueError, urllib3.exceptions.HTTPError) as exc:  # a dropped stream
+                self._lost(str(exc), quiet=True)
+            except Exception as exc:  # an informer thread must never die silently
+                self._lost(str(exc), quiet=False)
+            stop.wait(1.0)
+
+    def step(self, stop: threading.Event | None = None) -> None:
+        """LIST if not synced, then follow one WATCH from the last version until the stream ends (its
+        timeout; in process, once it has delivered what is queued). A 410 Gone or a failure raises
+        and leaves the informer unsynced, so the next step lists again."""
+        try:
+            if not self._synced:
+                self._relist()
+            for event in self.api.watch(self.path, self._version, self.timeout_seconds, self.label_selector):
+                if stop is not None and stop.is_set():
+                    return
+                self.apply(event)
+        except BaseException:
+            self._synced = False
+            raise
+
+    def _relist(self) -> None:
+        listing = self.api.list(self.path, label_selector=self.label_selector)
+        with self._lock:
+            self._merge(listing)  # what we wrote while the list was served stays
+            self._version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
+            self._synced = True
+        self.on_change()
+
+    def apply(self, event: Obj) -> None:
+        """One watch event: ADDED/MODIFIED/DELETED change the copy, BOOKMARK moves the version on,
+        ERROR (410 Gone: history compacted) ends the copy until a relist."""
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            raise ApiError(int(obj.get("code") or 0), str(obj.get("reason") or ""), str(obj.get("message") or ""))
+        version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+        with self._lock:
+            if kind in ("ADDED", "MODIFIED"):
+                self._put(obj)
+            elif kind == "DELETED":
+                self._entries.pop(object_key(obj), None)
+            if version:
+                self._version = version
+        if kind != "BOOKMARK":
+            self.on_change()
+
+    def _lost(self, why: str, quiet: bool) -> None:
+        (log.debug if quiet else log.warning)("watch %s lost (%s); listing again", self.path, why)
+
+
+def start(informers: Iterable[Informer[Any]], stop: threading.Event) -> list[threading.Thread]:
+    threads = []
+    for informer in informers:
+        thread = threading.Thread(target=informer.run, args=(stop,), daemon=True, name=f"informer {informer.path}")
+        thread.start()
+        threads.append(thread)
+    return threads
