@@ -39,8 +39,10 @@ class Fleet:
     info: dict[str, Any]
 
     @classmethod
-    def start(cls, nodes: int, pods_per_node: int, workdir: Path, audit_log: Path | None = None) -> Fleet:
-        kubeconfig = workdir / f"fleet-{nodes}.kubeconfig"
+    def start(
+        cls, nodes: int, pods_per_node: int, workdir: Path, audit_log: Path | None = None, tag: str = ""
+    ) -> Fleet:
+        kubeconfig = workdir / f"fleet-{nodes}{tag}.kubeconfig"
         cmd = [sys.executable, str(HERE / "fleet_server.py"), "--nodes", str(nodes),
                "--pods-per-node", str(pods_per_node), "--kubeconfig", str(kubeconfig)]
         if audit_log is not None:
@@ -49,8 +51,10 @@ class Fleet:
         info = _ready_line(proc, f"emulator ({nodes} nodes)")
         return cls(nodes, proc, info["url"], kubeconfig, info)
 
-    def label(self, names: list[str], state: str) -> None:
-        """Set nodes' upgrade state with a merge patch, as an operator's `kubectl label` would."""
+    def label(self, names: list[str], state: str) -> int:
+        """Set nodes' upgrade state with a merge patch, as an operator's `kubectl label` would; the
+        resourceVersion of the last node written."""
+        version = 0
         for name in names:
             body = json.dumps({"metadata": {"labels": {STATE_LABEL: state}}}).encode()
             request = urllib.request.Request(
@@ -58,7 +62,8 @@ class Fleet:
                 headers={"Content-Type": "application/merge-patch+json"},
             )
             with urllib.request.urlopen(request) as answer:
-                answer.read()
+                version = int(json.loads(answer.read())["metadata"]["resourceVersion"])
+        return version
 
     def stop(self) -> None:
         assert self.proc.stdin is not None
@@ -74,6 +79,7 @@ class Controller:
     """A controller process (pass_runner.py) against a fleet; one reconcile pass per `run_pass`."""
 
     def __init__(self, kubeconfig: Path, watch: bool = False, policy: str | None = None) -> None:
+        self.watch = watch
         cmd = [sys.executable, str(HERE / "pass_runner.py"), "--kubeconfig", str(kubeconfig)]
         if watch:
             cmd.append("--watch")
@@ -91,14 +97,28 @@ class Controller:
             raise SystemExit(f"controller pass failed: {result['error']}")
         return result
 
-    def stop(self) -> None:
+    def sync(self, version: int) -> None:
+        """Wait until the controller's node cache has caught up with `version` (--watch only)."""
         assert self.proc.stdin is not None
+        self.proc.stdin.write(f"sync {version}\n")
+        self.proc.stdin.flush()
+        if not _ready_line(self.proc, "controller").get("synced"):
+            raise SystemExit(f"controller cache did not reach resourceVersion {version}")
+
+    def stop(self) -> dict[str, Any]:
+        """End the process; its last line (the watches' request count) or {} if it had ended."""
+        assert self.proc.stdin is not None
+        if self.proc.stdin.closed:
+            return {}
         self.proc.stdin.close()
+        assert self.proc.stdout is not None
+        last = self.proc.stdout.readline()
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        return json.loads(last) if last.strip() else {}
 
 
 def total(requests: dict[str, int]) -> int:

@@ -4,8 +4,10 @@
 
 Each fleet is served by its own emulator process (bench/fleet_server.py: every node
 `upgrade-required`, the rollout paused, so a pass starts nothing) and reconciled by its own
-controller process (bench/pass_runner.py, built as `upgrader run` builds it, leader election on).
-Passes alternate between the sizes, so every size sees the same machine noise. Per pass it records
+controller process (bench/pass_runner.py, built as `upgrader run` builds it, leader election on),
+in two modes, each on its own emulator: `lists` (every pass LISTs nodes and driver pods) and
+`cache` (the watch-fed cache `upgrader run` keeps; passes read nodes and driver pods from it).
+Passes alternate between sizes and modes, so all see the same machine noise. Per pass it records
 the requests sent (the controller's `KubeApi.stats`, cross-checked against the emulators' audit
 logs), the controller process's CPU time (`time.process_time`) and wall time.
 
@@ -49,6 +51,9 @@ def audit_count(path: Path) -> int:
         return sum(1 for line in log if "bench-controller" in json.loads(line).get("user_agent", ""))
 
 
+MODES = ("lists", "cache")  # every pass LISTs nodes and driver pods / reads them from the watch-fed cache
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="100,1000,5000")
@@ -58,86 +63,103 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     k = args.in_progress
+    runs = [(n, mode) for n in sizes for mode in MODES]
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"sizes {sizes}, {args.pods_per_node} pods per node, {args.rounds} rounds, {k} nodes in progress")
     with tempfile.TemporaryDirectory(prefix="pass-requests-") as tmp:
         work = Path(tmp)
-        fleets, controllers = {}, {}
+        fleets, controllers, watched = {}, {}, {}
         try:
-            for n in sizes:
-                fleets[n] = Fleet.start(n, args.pods_per_node, work, work / f"audit-{n}.jsonl")
-                info = fleets[n].info
-                print(f"emulator {n:>5} nodes: {info['objects']} objects loaded in {info['load_seconds']} s, "
+            for n, mode in runs:  # one emulator per controller: each acts on its own fleet
+                fleets[n, mode] = Fleet.start(n, args.pods_per_node, work, work / f"audit-{n}-{mode}.jsonl", f"-{mode}")
+                info = fleets[n, mode].info
+                print(f"emulator {n:>5} nodes ({mode}): {info['objects']} objects loaded in {info['load_seconds']} s, "
                       f"RSS {info['rss_mib']} MiB")
-            for n in sizes:
-                controllers[n] = Controller(fleets[n].kubeconfig)
-            seen: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
+            for n, mode in runs:
+                controllers[n, mode] = Controller(fleets[n, mode].kubeconfig, watch=mode == "cache")
+            seen: dict[tuple[int, str], list[dict[str, Any]]] = {r: [] for r in runs}
 
-            def run(phase: str) -> dict[int, dict[str, Any]]:
+            def run(phase: str) -> dict[tuple[int, str], dict[str, Any]]:
                 out = {}
-                for n in sizes:  # alternate: one pass per size in turn
-                    result = controllers[n].run_pass()
+                for r in runs:  # alternate: one pass per size and mode in turn
+                    result = controllers[r].run_pass()
                     result["phase_name"] = phase
-                    seen[n].append(result)
-                    out[n] = result
+                    seen[r].append(result)
+                    out[r] = result
                 return out
 
             for _ in range(2):
                 run("warm-up")  # the first pass creates the Lease and writes the status
             idle = [run("idle") for _ in range(args.rounds)]
             picked = [f"gpu-{i:05d}" for i in range(k)]
-            for n in sizes:
-                fleets[n].label(picked, "pod-deletion-required")
+            for r in runs:
+                version = fleets[r].label(picked, "pod-deletion-required")
+                if r[1] == "cache":
+                    controllers[r].sync(version)  # the cache has seen the labels before the next pass
             acting = run("acting")
             steady = [run("in-progress") for _ in range(args.rounds)]
-            for n in sizes:
-                controllers[n].stop()
-            for n in sizes:
-                logged, counted = audit_count(work / f"audit-{n}.jsonl"), sum(total(p["requests"]) for p in seen[n])
+            for r in runs:
+                watched[r] = controllers[r].stop().get("watch_requests", 0)
+            for r in runs:
+                logged = audit_count(work / f"audit-{r[0]}-{r[1]}.jsonl")
+                counted = sum(total(p["requests"]) for p in seen[r]) + watched[r]
                 if logged != counted:
-                    raise SystemExit(f"{n} nodes: emulator logged {logged} controller requests, stats {counted}")
+                    raise SystemExit(f"{r}: emulator logged {logged} controller requests, stats {counted}")
         finally:
             for c in controllers.values():
                 c.stop()
             for f in fleets.values():
                 f.stop()
 
-    print("request counts cross-checked: each emulator's audit log holds exactly the requests the controller counted")
+    print("request counts cross-checked: each emulator's audit log holds exactly the requests the controller "
+          "counted (passes, plus the cache's list and watch requests)")
     print()
-    print("| nodes | idle pass: requests | with k in progress: first pass | then per pass | extra per node | "
-          "CPU idle | CPU in progress | wall idle | controller peak RSS |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    idle_totals = {}
+    print("| nodes | reads | idle pass: requests | with k in progress: first pass | then per pass | extra per node "
+          "| CPU idle | CPU in progress | wall idle | controller peak RSS | cache requests, whole run |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    idle_totals: dict[str, set[int]] = {mode: set() for mode in MODES}
     ok = True
-    for n in sizes:
-        idle_n = [r[n] for r in idle]
-        steady_n = [r[n] for r in steady]
+    for n, mode in runs:
+        idle_n = [r[n, mode] for r in idle]
+        steady_n = [r[n, mode] for r in steady]
         idle_total = median([total(p["requests"]) for p in idle_n])
         steady_total = median([total(p["requests"]) for p in steady_n])
-        idle_totals[n] = {total(p["requests"]) for p in idle_n}
+        idle_totals[mode] |= {total(p["requests"]) for p in idle_n}
         extra = (steady_total - idle_total) / k if k else 0.0
         ok &= steady_total - idle_total <= 2 * k
+        first = acting[n, mode]
         print(
-            f"| {n:,} | {idle_total:.0f} ({verbs(idle_n)}) | {total(acting[n]['requests'])} "
-            f"({verbs([acting[n]])}; reads {reads(acting[n]['requests'])}) | {steady_total:.0f} ({verbs(steady_n)}) "
+            f"| {n:,} | {mode} | {idle_total:.0f} ({verbs(idle_n)}) | {total(first['requests'])} "
+            f"({verbs([first])}; reads {reads(first['requests'])}) | {steady_total:.0f} ({verbs(steady_n)}) "
             f"| {extra:+.2f} | {median([p['cpu_ms'] for p in idle_n]):.0f} ms "
             f"| {median([p['cpu_ms'] for p in steady_n]):.0f} ms | {median([p['wall_ms'] for p in idle_n]):.0f} ms "
-            f"| {max(p['rss_mib'] for p in seen[n]):.0f} MiB |"
+            f"| {max(p['rss_mib'] for p in seen[n, mode]):.0f} MiB | {watched[n, mode]} |"
         )
     print()
-    same = len({v for values in idle_totals.values() for v in values}) == 1
-    print(f"idle pass requests, every pass at every size: {sorted({v for s in idle_totals.values() for v in s})} "
-          f"-> {'the same' if same else 'NOT the same'} at every size")
+    for mode in MODES:
+        counts = sorted(idle_totals[mode])
+        verdict = "the same" if len(counts) == 1 else "NOT the same"
+        print(f"idle pass requests ({mode}), every pass at every size: {counts} -> {verdict} at every size")
     print(f"with {k} in progress: at most 2 more per node -> {'holds' if ok else 'DOES NOT hold'}")
-    big = max(sizes)
-    cpu_idle = median([r[big]["cpu_ms"] for r in idle])
-    cpu_busy = median([r[big]["cpu_ms"] for r in steady])
-    for name, cpu in (("idle", cpu_idle), (f"{k} in progress", cpu_busy)):
-        over = f"misses by {cpu - CPU_TARGET_MS:.0f} ms ({cpu / CPU_TARGET_MS:.2f}x)"
-        verdict = "meets" if cpu < CPU_TARGET_MS else over
-        print(f"pass CPU at {big:,} nodes, {name}: median {cpu:.0f} ms -> {verdict} the {CPU_TARGET_MS:.0f} ms target")
-    print(f"ratio of CPU per pass, {big:,} vs {min(sizes):,} nodes (idle): "
-          f"{cpu_idle / median([r[min(sizes)]['cpu_ms'] for r in idle]):.1f}x for {big / min(sizes):.0f}x the nodes")
+    big, small = max(sizes), min(sizes)
+    cpu = {
+        (mode, phase): median([r[big, mode]["cpu_ms"] for r in rounds])
+        for mode in MODES
+        for phase, rounds in (("idle", idle), ("busy", steady))
+    }
+    for mode in MODES:
+        for phase, name in (("idle", "idle"), ("busy", f"{k} in progress")):
+            value = cpu[mode, phase]
+            over = f"misses by {value - CPU_TARGET_MS:.0f} ms ({value / CPU_TARGET_MS:.2f}x)"
+            verdict = "meets" if value < CPU_TARGET_MS else over
+            print(f"pass CPU at {big:,} nodes, {mode}, {name}: median {value:.0f} ms -> {verdict} "
+                  f"the {CPU_TARGET_MS:.0f} ms target")
+    print(f"CPU per pass at {big:,} nodes, lists / cache: idle {cpu['lists', 'idle'] / cpu['cache', 'idle']:.2f}x, "
+          f"{k} in progress {cpu['lists', 'busy'] / cpu['cache', 'busy']:.2f}x")
+    for mode in MODES:
+        ratio = median([r[big, mode]["cpu_ms"] for r in idle]) / median([r[small, mode]["cpu_ms"] for r in idle])
+        print(f"CPU per pass ({mode}), {big:,} vs {small:,} nodes (idle): {ratio:.1f}x "
+              f"for {big / small:.0f}x the nodes")
     print(f"date {time.strftime('%Y-%m-%d')}")
 
 

@@ -6,9 +6,11 @@ Builds the controller exactly as `upgrader run` does (`runner.build_controller`:
 client from the kubeconfig, leader election on its Lease) and then, for every line `pass` on stdin,
 runs one reconcile pass and prints one JSON line: the pass's CPU time (`time.process_time` of this
 process), wall time, the requests it sent by verb (from `KubeApi.stats`, every attempt counted),
-the rollout phase, and this process's peak RSS so far (VmHWM). `--watch` also starts the watches
-`upgrader run` keeps open (nodes, driver pods), as for a memory measurement; leave it off when
-counting a pass's requests, since the watch threads send theirs through the same client.
+the rollout phase, and this process's peak RSS so far (VmHWM). `--watch` also starts the watch-fed
+cache `upgrader run` keeps (nodes, driver pods), waits until it has listed, and then passes read
+from it; the informers send their requests through their own KubeApi, so they are not in a pass's
+count. `sync RV` waits until the node cache has reached resourceVersion RV. When stdin closes it
+prints the informers' request count as its last line.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 
 from upgrader.config import Settings, load_policy
+from upgrader.kube.cache import ClusterCache
 from upgrader.kube.client import api_client
 from upgrader.runner import build_controller, start_watches
 
@@ -42,17 +47,22 @@ def main() -> None:
     settings = Settings(identity="bench-controller")
     controller = build_controller(api_client(args.kubeconfig), load_policy(args.policy), settings)
     stop = threading.Event()
-    watch_stats: list[dict[tuple[str, str], int]] = []
-    if args.watch:
-        cache = start_watches(controller, stop, threading.Event())
-        watch_stats.append(cache.nodes.api.stats.counts)
-        deadline = time.monotonic() + 600
-        while not (cache.nodes.synced and cache.driver_pods.synced) and time.monotonic() < deadline:
-            time.sleep(0.05)
+    cache = start_watches(controller, stop, threading.Event()) if args.watch else None
+    if cache is not None:
+        wait_until(lambda: cache.nodes.synced and cache.driver_pods.synced)
+
+    def watch_requests() -> int:  # the informers' (they have their own KubeApi)
+        return sum(cache.nodes.api.stats.counts.values()) if cache is not None else 0
+
     stats = controller.api.stats.counts
     print(json.dumps({"ready": True, "rss_mib": round(peak_rss_mib(), 1)}), flush=True)
     for line in sys.stdin:
-        if line.strip() != "pass":
+        command = line.split()
+        if command[:1] == ["sync"] and cache is not None:
+            synced = wait_until(partial(caught_up, cache, int(command[1])))
+            print(json.dumps({"synced": synced}), flush=True)
+            continue
+        if command != ["pass"]:
             break
         before = dict(stats)
         cpu, wall = time.process_time(), time.perf_counter()
@@ -72,12 +82,25 @@ def main() -> None:
                     "error": report.error,
                     "leader": report.leader,
                     "rss_mib": round(peak_rss_mib(), 1),
-                    "watch_requests": sum(sum(s.values()) for s in watch_stats),  # the informers', so far
                 }
             ),
             flush=True,
         )
     stop.set()
+    print(json.dumps({"watch_requests": watch_requests()}), flush=True)
+
+
+def caught_up(cache: ClusterCache, version: int) -> bool:
+    return cache.nodes.synced and int(cache.nodes.version or 0) >= version
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 600.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """What a reconcile pass costs in requests: the same at any fleet size, plus at most 2 per node in progress.
 
 CI-sized (30 vs 300 nodes, ~30 pods each), in process on a virtual clock that never moves, counted
-from the emulator's request log. bench/pass_requests.py measures the same rule, and CPU time, over
-HTTP at 100, 1,000 and 5,000 nodes.
+from the emulator's request log; once with every pass listing, once with the watch-fed cache.
+bench/pass_requests.py measures the same rule, and CPU time, over HTTP at 100, 1,000 and 5,000 nodes.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from upgrader.controller import Controller
 from upgrader.core.policy import Policy
 from upgrader.core.states import STATE_LABEL
 from upgrader.kube.api import KubeApi
+from upgrader.kube.cache import ClusterCache
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.faults import RequestRecord
 from upgrader.sim.largefleet import paused_rollout
@@ -26,16 +27,24 @@ READS = ("get", "list")
 
 
 class Fleet:
-    """A generated fleet (every node upgrade-required, rollout paused) and a controller on it."""
+    """A generated fleet (every node upgrade-required, rollout paused) and a controller on it;
+    `cached`: with the watch-fed cache, caught up before each pass (its own requests not counted)."""
 
-    def __init__(self, nodes: int) -> None:
+    def __init__(self, nodes: int, cached: bool = False) -> None:
         self.cluster = EmulatedCluster.virtual()
         self.cluster.load(paused_rollout(nodes))
         api = KubeApi(self.cluster.client(), sleep=lambda _: None)
         self.controller = Controller(api, Policy(), Settings(identity="pass-cost"), self.cluster.store.clock.now)
+        if cached:
+            watch_api = KubeApi(self.cluster.client(), sleep=lambda _: None)
+            self.controller.cache = ClusterCache(watch_api, self.controller.settings, lambda: None)
         self.run_pass()  # the first pass writes the rollout status; later ones only read while idle
 
     def run_pass(self) -> list[RequestRecord]:
+        cache = self.controller.cache
+        if cache is not None:
+            cache.nodes.step()
+            cache.driver_pods.step()
         before = len(self.cluster.requests)
         report = self.controller.reconcile()
         assert report.error is None and report.status["phase"] == "Paused"
@@ -59,9 +68,9 @@ def reads(records: list[RequestRecord]) -> int:
     return sum(1 for r in records if r.verb in READS)
 
 
-@pytest.fixture(scope="module")
-def fleets() -> dict[int, Fleet]:
-    return {n: Fleet(n) for n in SIZES}
+@pytest.fixture(scope="module", params=[False, True], ids=["lists", "cached"])
+def fleets(request: pytest.FixtureRequest) -> dict[int, Fleet]:
+    return {n: Fleet(n, cached=request.param) for n in SIZES}
 
 
 def test_an_idle_pass_sends_the_same_requests_at_every_size(fleets: dict[int, Fleet]) -> None:
@@ -71,7 +80,11 @@ def test_an_idle_pass_sends_the_same_requests_at_every_size(fleets: dict[int, Fl
     assert shapes[30][0] == shapes[30][1] == shapes[30][2] == shapes[300][0] == shapes[300][2]
     first = passes[30][0]
     assert reads(first) == len(first) <= 8
-    assert verbs(first)["list"] == 5
+    # 5 LISTs (nodes, driver DaemonSets, revisions, driver pods, PDBs); from the cache, 3
+    cached = fleets[30].controller.cache is not None
+    assert verbs(first)["list"] == (3 if cached else 5)
+    listed = {r.path for r in first if r.verb == "list"}
+    assert ("/api/v1/nodes" in listed) is not cached
 
 
 @pytest.mark.parametrize("nodes", SIZES)
