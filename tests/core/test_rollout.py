@@ -391,6 +391,18 @@ def test_one_node_goes_all_the_way_pass_by_pass() -> None:
     assert final.annotations[STATE_SINCE] == at(80)
 
 
+def test_fleet_is_worked_out_once_per_snapshot_and_again_for_a_changed_one() -> None:
+    snap = snapshot([node("a", S.DONE), node("b", S.DONE)], [driver_pod(n, revision=NEW) for n in "ab"])
+    first = fleet(snap)
+    first.managed.clear()  # a caller editing its copy changes nothing for the next one
+    assert [n.name for n in fleet(snap).managed] == ["a", "b"]
+    skipped = node("b", S.DONE, labels={SKIP_LABEL: "true"})
+    changed = replace(snap, nodes={**snap.nodes, "b": skipped})
+    assert [n.name for n in fleet(changed).managed] == ["a"]
+    assert fleet(changed).skipped == ["b"]
+    assert [n.name for n in fleet(snap).managed] == ["a", "b"]
+
+
 def test_a_fleet_rolls_one_domain_at_a_time_and_stops_at_a_pdb() -> None:
     nodes = [node(n, S.DONE, zone=z, since=-100) for n, z in (("a1", "a"), ("a2", "a"), ("b1", "b"))]
     pods = [driver_pod(n.name, revision=OLD, uid=f"drv-{n.name}") for n in nodes] + [

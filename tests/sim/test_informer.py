@@ -161,3 +161,22 @@ def test_a_snapshot_from_the_cache_equals_one_from_lists_with_two_lists_fewer(cl
         n: sorted(p.uid for p in ps) for n, ps in listed.driver_pods.items()
     }
     assert set(raw) == set(cached.nodes)
+
+
+def test_pdb_views_are_rebuilt_only_for_budgets_that_changed(cluster: EmulatedCluster) -> None:
+    cache = ClusterCache(api_for(cluster), Settings(identity="informer-test"), lambda: None)
+    api = api_for(cluster)
+    path = "/apis/policy/v1/poddisruptionbudgets"
+    first = {(v.namespace, v.name): v for v in cache.pdb_views(api.list(path)["items"])}
+    pdb = cluster.store.objects(cluster.type("poddisruptionbudgets", "policy"))[0]
+    key = (pdb["metadata"]["namespace"], pdb["metadata"]["name"])
+    cluster.store.mutate(
+        cluster.type("poddisruptionbudgets", "policy"),
+        key[0],
+        key[1],
+        lambda p: p["metadata"].setdefault("labels", {}).__setitem__("touched", "yes"),  # a new resourceVersion
+    )
+    again = {(v.namespace, v.name): v for v in cache.pdb_views(api.list(path)["items"])}
+    assert set(again) == set(first)
+    assert again[key] is not first[key], "a changed budget is read anew"
+    assert all(again[k] is first[k] for k in first if k != key), "the others are reused"

@@ -55,6 +55,13 @@ class Fleet:
 
 
 def fleet(snapshot: Snapshot) -> Fleet:
+    known = snapshot.memo.get("fleet")
+    if known is None:
+        known = snapshot.memo["fleet"] = _fleet(snapshot)
+    return Fleet(list(known.managed), list(known.skipped), list(known.invalid))  # copies: callers may edit
+
+
+def _fleet(snapshot: Snapshot) -> Fleet:
     managed, skipped, invalid = [], [], []
     for node in sorted(snapshot.nodes.values(), key=lambda n: n.name):
         has_driver = bool(snapshot.driver_pods.get(node.name)) or any(d.selects(node) for d in snapshot.driver_sets)

@@ -132,6 +132,9 @@ class Snapshot:
     pdbs: list[PdbView]
     driver_sets: list[DriverSet]
     control: Control = field(default_factory=Control)
+    # Results derived from this snapshot alone (the fleet split), computed once: a pass asks for them
+    # several times. Not copied by dataclasses.replace, so a changed snapshot starts empty.
+    memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def driver_set_of(self, pod: PodView) -> DriverSet | None:
         return next((d for d in self.driver_sets if d.namespace == pod.namespace and d.name == pod.owner_name), None)

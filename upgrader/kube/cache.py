@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 
 from upgrader.config import Settings
-from upgrader.core.views import NodeView, PodView, node_view, pod_view
+from upgrader.core.views import NodeView, PdbView, PodView, node_view, pdb_view, pod_view
 from upgrader.kube.api import KubeApi
 from upgrader.kube.informer import Informer, Obj, start
 
@@ -26,6 +26,19 @@ class ClusterCache:
         self.driver_pods: Informer[PodView] = Informer(
             api, pods_path, pod_view, label_selector=pods_selector, on_change=on_change
         )
+        self._pdbs: dict[tuple[str, str], PdbView | None] = {}
+
+    def pdb_views(self, items: list[Obj]) -> list[PdbView]:
+        """Views of the PDBs a pass LISTed, reusing last pass's view of any PDB whose
+        resourceVersion has not moved (a PDB's status changes with every disruption, so the list
+        itself is read fresh every pass; only the decoding into views is saved)."""
+        views: dict[tuple[str, str], PdbView | None] = {}
+        for item in items:
+            meta = item.get("metadata") or {}
+            key = (str(meta.get("uid", "")), str(meta.get("resourceVersion", "")))
+            views[key] = self._pdbs[key] if key in self._pdbs and key[1] else pdb_view(item)
+        self._pdbs = views
+        return [v for v in views.values() if v is not None]
 
     def start(self, stop: threading.Event) -> list[threading.Thread]:
         return start([self.nodes, self.driver_pods], stop)

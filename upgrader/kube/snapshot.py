@@ -80,11 +80,8 @@ def _take(api: KubeApi, settings: Settings, cache: ClusterCache | None, fresh: b
         api.list(f"/apis/apps/v1/namespaces/{ns}/controllerrevisions").get("items", []) if daemonsets else []
     )
     pods = _driver_pods(api, pods_path, pods_selector, cache.driver_pods if cache else None, fresh)
-    pdbs = [
-        v
-        for p in api.list("/apis/policy/v1/poddisruptionbudgets").get("items", [])
-        if (v := pdb_view(p)) is not None
-    ]
+    pdb_items = api.list("/apis/policy/v1/poddisruptionbudgets").get("items", [])
+    pdbs = cache.pdb_views(pdb_items) if cache else [v for p in pdb_items if (v := pdb_view(p)) is not None]
     control = read_control(api, settings)
     driver_pods: dict[str, list[PodView]] = {}
     for pod in pods:
