@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     lease_name: ObjectName = "gpu-driver-upgrader"
     lease_duration_seconds: float = Field(15.0, gt=0, allow_inf_nan=False)
     requeue_seconds: float = Field(5.0, gt=0, allow_inf_nan=False)
+    # Watch events closer together than this are handled by one pass: node status updates from
+    # thousands of kubelets would otherwise run passes back to back.
+    min_pass_interval_seconds: float = Field(1.0, ge=0, allow_inf_nan=False)
     identity: str = Field(default_factory=_identity, min_length=1)
     event_namespace: NamespaceName = "default"  # node Events go here, as kubelet's do
     metrics_port: int = Field(0, ge=0, le=65535)  # /metrics, /healthz, /readyz; 0 = not served

@@ -186,9 +186,12 @@ class Controller:
     def run(self, stop: threading.Event, wake: threading.Event | None = None) -> None:
         """Reconcile until `stop` is set: on `wake` (watch events) or every requeue interval."""
         wake = wake or threading.Event()
+        pause = min(self.settings.min_pass_interval_seconds, self.settings.requeue_seconds)
         while not stop.is_set():
             self.reconcile()
-            wake.wait(self.settings.requeue_seconds)
+            if pause and stop.wait(pause):  # events meanwhile keep `wake` set: the next pass takes them all
+                break
+            wake.wait(self.settings.requeue_seconds - pause)
             wake.clear()
         if self.elector is not None:
             self.elector.release()
