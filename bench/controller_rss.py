@@ -6,7 +6,8 @@ The emulator (bench/fleet_server.py) runs in its own process with the generated 
 labelled `pod-deletion-required` so passes also list and evict pods. Each round starts, in fresh
 processes and alternating:
 - the controller as `upgrader run` builds it (bench/pass_runner.py --watch: leader election, the
-  node and driver-pod watches open) doing `--passes` reconcile passes; its peak RSS is VmHWM;
+  watch-fed cache of nodes and driver pods listed and followed) doing `--passes` reconcile passes;
+  its peak RSS is VmHWM;
 - a bare Python process that fetches and decodes the same LIST responses a pass reads, once
   (the memory of holding the data a pass needs, with no client library or controller code).
 Prints medians of both and their ratio; target: the controller under 250 MB.

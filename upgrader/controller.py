@@ -111,15 +111,18 @@ class Controller:
         self.elector = elector
         self.on_pass: list[Callable[[PassReport], None]] = []
         self.cache: ClusterCache | None = None  # set by runner.start_watches
-        # LIST rather than trust the cache: on a replica that just won the lease, its watches may
-        # lag what the previous leader wrote.
+        # LIST rather than trust the cache (set on the first pass, and on any pass that starts
+        # without a fresh lease).
         self.fresh_reads = True
 
     def reconcile(self) -> PassReport:
         """One pass. Never sleeps on the cluster: waits are states with start times on the nodes."""
         started = time.perf_counter()
-        if self.elector is not None and not self.elector.acquire_or_renew():
+        # Not holding a fresh lease going in: another replica may have led meanwhile, and the
+        # watches may lag what it wrote.
+        if self.elector is not None and not self.elector.holds():
             self.fresh_reads = True
+        if self.elector is not None and not self.elector.acquire_or_renew():
             report = PassReport(acted=False, leader=False)
         else:
             try:

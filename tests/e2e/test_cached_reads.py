@@ -12,6 +12,7 @@ from upgrader.core.policy import policy_from_mapping
 from upgrader.core.states import FAILED_REASON, STATE_LABEL, State
 from upgrader.kube.api import KubeApi
 from upgrader.kube.cache import ClusterCache
+from upgrader.kube.leader import LeaderElector
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.invariants import RolloutRecorder
 from upgrader.sim.scenarios import build
@@ -72,3 +73,56 @@ def test_without_the_cache_synced_a_pass_lists() -> None:
         controller.reconcile()
         paths = [r.path for r in cluster.requests[before:] if r.verb == "list"]
         assert "/api/v1/nodes" in paths and "/api/v1/namespaces/gpu-operator/pods" in paths
+
+
+def lists_sent(controller: Controller) -> int:
+    return sum(n for (verb, _), n in controller.api.stats.counts.items() if verb == "list")
+
+
+def test_a_replica_that_wins_the_lease_reads_fresh_before_it_acts() -> None:
+    """B leads, is cut off while A takes over and rolls, its copy left behind; when A goes away,
+    B's first pass as leader LISTs nodes and driver pods instead of acting on its stale copy."""
+    cluster = EmulatedCluster.virtual()
+    info = build(cluster, "healthy")
+    recorder = RolloutRecorder(cluster)
+    policy = policy_from_mapping(POLICY)
+    clock = cluster.store.clock.now
+
+    def replica(name: str) -> Controller:
+        api = KubeApi(cluster.client(), sleep=lambda _: None)
+        settings = Settings(identity=name, lease_duration_seconds=15)
+        elector = LeaderElector(api, settings.namespace, settings.lease_name, name, 15, clock)
+        controller = Controller(api, policy, settings, clock, elector)
+        controller.cache = ClusterCache(KubeApi(cluster.client(), sleep=lambda _: None), settings, lambda: None)
+        controller.cache.nodes.step()
+        controller.cache.driver_pods.step()
+        return controller
+
+    a, b = replica("a"), replica("b")
+    assert b.reconcile().leader  # B leads first, then is cut off (it runs no pass) for 20 s
+    cluster.advance(20)
+    for _ in range(40):  # A takes the lease and rolls; B's copy is never updated
+        a.cache.nodes.step()  # type: ignore[union-attr]
+        a.cache.driver_pods.step()  # type: ignore[union-attr]
+        assert a.reconcile().leader
+        cluster.advance(1)
+    states = [cluster.get("nodes", n)["metadata"]["labels"].get(STATE_LABEL) for n in info.nodes]
+    assert any(s != State.DONE.value for s in states), "A is mid-rollout when it goes away"
+    cluster.advance(20)  # A's lease expires
+    before = lists_sent(b)
+    report = b.reconcile()
+    assert report.leader
+    assert lists_sent(b) - before >= 5, "the first pass as leader lists nodes and driver pods itself"
+    status: dict[str, object] = {}
+    for _ in range(600):
+        b.cache.nodes.step()  # type: ignore[union-attr]
+        b.cache.driver_pods.step()  # type: ignore[union-attr]
+        status = b.reconcile().status
+        if status.get("phase") == "Done":
+            break
+        cluster.advance(1)
+    assert status.get("phase") == "Done", status.get("message")
+    domain_of = {n: z for z, nodes in info.domains.items() for n in nodes}
+    assert recorder.check(policy, domain_of, "us-east-1a", ["us-east-1a", "us-east-1b", "us-east-1c"]) == []
+    refused = [(r.path, r.status) for r in cluster.requests if r.resource == "nodes" and r.status >= 400]
+    assert refused == [], "B never wrote against a node state it had not seen"
