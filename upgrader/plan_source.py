@@ -305,4 +305,13 @@ def to_snapshot(
         pdbs=pdbs,
         driver_sets=[driver_set(d, data.revisions) for d in driver_ds],
     )
-    return snapshot, [driver_resource(r) for r in data.nvidiadrivers]
+    return snapshot, [_driver_resource(r) for r in data.nvidiadrivers]
+
+
+def _driver_resource(raw: Obj) -> DriverResource:
+    """A file's NVIDIADrivers are checked against SHAPES first; a live one the CRD's schema let
+    through malformed (an old CRD, or none) stops the plan with the field named."""
+    try:
+        return driver_resource(raw)
+    except ValueError as exc:
+        raise ConfigError(f"cannot check driver selectors: {exc}") from None

@@ -55,3 +55,21 @@ def test_plan_from_kubectl_output_matches_the_live_plan(served, tmp_path: Path, 
     assert from_file["findings"] == live["findings"]
     assert [(n["name"], n["wave"], n["target_image"]) for n in from_file["nodes"]] == [
         (n["name"], n["wave"], n["target_image"]) for n in live["nodes"]]
+
+
+def test_a_malformed_live_nvidiadriver_stops_the_plan_in_one_line(  # type: ignore[no-untyped-def]
+    served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An NVIDIADriver the CRD's schema let through with a wrong type (an old CRD, or none): the
+    plan cannot check driver selector overlap, so it stops, naming the object and the field."""
+    cluster, kubeconfig = served
+    bad = {"metadata": {"name": "branch-550"}, "spec": {"default": "yes", "nodeSelector": {}}}
+    cluster.create("nvidiadrivers", bad, None, "nvidia.com", "v1alpha1")
+    code = main(["plan", "--dry-run", "--kubeconfig", str(kubeconfig)])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert err == (
+        "upgrader: error: cannot check driver selectors: "
+        "NVIDIADriver branch-550: spec.default is 'yes', not a boolean\n"
+    )
+    assert "Traceback" not in out + err
