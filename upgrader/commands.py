@@ -187,9 +187,12 @@ def plan(args: argparse.Namespace) -> int:
         snapshot, resources = plan_source.to_snapshot(data, settings, plan_source.relevant_pods(policy))
         del data  # the raw objects are not needed any more
         result = build_plan(snapshot, policy, time.time(), PlanOptions(args.target_driver, ledger, profiles), resources)
-    except (AttributeError, KeyError, TypeError, ValueError):
-        # A field of the wrong JSON type deep in an object: name it, from the file. Anything else is a bug.
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        # A field of the wrong JSON type deep in an object: name it, from the file, or as the live
+        # object had it. Anything else is a bug.
         problem = plan_source.shape_problem(args.from_file) if args.from_file else None
+        if problem is None and isinstance(exc, plan_source.MalformedObject):
+            problem = str(exc)
         if problem is None:
             raise
         raise ConfigError(problem) from None

@@ -308,10 +308,14 @@ def to_snapshot(
     return snapshot, [_driver_resource(r) for r in data.nvidiadrivers]
 
 
+class MalformedObject(ValueError):
+    """An object the plan cannot read, named with the field that is wrong."""
+
+
 def _driver_resource(raw: Obj) -> DriverResource:
-    """A file's NVIDIADrivers are checked against SHAPES first; a live one the CRD's schema let
-    through malformed (an old CRD, or none) stops the plan with the field named."""
+    """A live NVIDIADriver the CRD's schema let through malformed (an old CRD, or none) stops the
+    plan with the field named; for a file, the caller names the item of the file instead."""
     try:
         return driver_resource(raw)
     except ValueError as exc:
-        raise ConfigError(f"cannot check driver selectors: {exc}") from None
+        raise MalformedObject(f"cannot check driver selectors: {exc}") from None
