@@ -23,8 +23,9 @@ class ClusterCache:
     def __init__(self, api: KubeApi, settings: Settings, on_change: Callable[[], None]) -> None:
         (nodes_path, _), (pods_path, pods_selector) = watch_paths(settings)
         self.nodes: Informer[NodeView] = Informer(api, nodes_path, node_view, on_change=on_change)
+        # Node patches are built against the raw node; for driver pods a pass needs only views.
         self.driver_pods: Informer[PodView] = Informer(
-            api, pods_path, pod_view, label_selector=pods_selector, on_change=on_change
+            api, pods_path, pod_view, label_selector=pods_selector, on_change=on_change, keep_raw=False
         )
         self._pdbs: dict[tuple[str, str], PdbView | None] = {}
 

@@ -46,7 +46,7 @@ def version_of(obj: Obj) -> int | None:
 
 @dataclass(frozen=True)
 class Entry(Generic[V]):
-    raw: Obj
+    raw: Obj | None  # the object as served, when the informer keeps it (keep_raw)
     view: V
     version: int | None
 
@@ -60,6 +60,7 @@ class Informer(Generic[V]):
         label_selector: str | None = None,
         on_change: Callable[[], None] | None = None,
         timeout_seconds: int = 60,
+        keep_raw: bool = True,
     ) -> None:
         self.api = api
         self.path = path
@@ -67,6 +68,7 @@ class Informer(Generic[V]):
         self.label_selector = label_selector
         self.on_change = on_change or (lambda: None)
         self.timeout_seconds = timeout_seconds
+        self.keep_raw = keep_raw  # off: only views are held (the raw JSON is most of the memory)
         self._lock = threading.Lock()
         self._entries: dict[str, Entry[V]] = {}
         self._synced = False
@@ -119,7 +121,7 @@ class Informer(Generic[V]):
         held = self._entries.get(key)
         if held is not None and held.version is not None and version is not None and version < held.version:
             return  # an event older than our own write: keep what we wrote
-        self._entries[key] = Entry(obj, self.view(obj), version)
+        self._entries[key] = Entry(obj if self.keep_raw else None, self.view(obj), version)
 
     # ----- the LIST + WATCH loop --------------------------------------------------------------------
 

@@ -112,7 +112,7 @@ def _nodes(
             informer.absorb(listing)
         raw = {n["metadata"]["name"]: n for n in listing.get("items", [])}
         return raw, {name: node_view(obj) for name, obj in raw.items()}
-    return {k: e.raw for k, e in entries.items()}, {k: e.view for k, e in entries.items()}
+    return {k: e.raw for k, e in entries.items() if e.raw is not None}, {k: e.view for k, e in entries.items()}
 
 
 def _driver_pods(
