@@ -547,6 +547,20 @@ def test_restart_deletes_the_recorded_driver_pod() -> None:
     assert actions == [Annotate("n1", {DRIVER_DELETED_AT: rfc(T0 + 2)})]
 
 
+def test_a_driver_pod_already_gone_does_not_restart_the_restart_clock() -> None:
+    """A delete answered 404 (the pod is gone, the view lags): nothing was restarted by this pass,
+    so the clock keeps counting from entering the state and the restart timeout can fire."""
+    old = driver_pod(revision=OLD, uid="driver-old")
+    snap = _restart(old, validator())
+    ctx, plan = step(snap)
+    gone = [Outcome(a, Result.GONE) for a in plan.attempts]
+    assert conclude(ctx, plan, gone, T0 + 2) == []
+    timeout = policy().pod_restart.timeout_seconds
+    actions = conclude(ctx, plan, gone, T0 + timeout)
+    assert [type(a) for a in actions] == [Transition, Event]
+    assert transition(actions).target is S.FAILED
+
+
 def test_restart_replaces_a_driver_pod_at_an_old_revision_even_if_not_recorded() -> None:
     old = driver_pod(revision=OLD, uid="driver-x")
     plan, _ = run_step(_restart(old, recorded=None))

@@ -1,6 +1,7 @@
 """Whole rollouts on a virtual clock with passes reading nodes and driver pods from the watch-fed
-cache, the cache lagging the cluster by a set number of passes: the promises hold all the same,
-because the controller's own writes reach the cache at once."""
+cache, the cache lagging the cluster by a set number of passes: the promises hold all the same.
+The controller's own writes reach the cache at once; others' changes it has not seen yet (an
+admin's cordon) make its guarded writes fail rather than go through on a stale decision."""
 
 from __future__ import annotations
 
@@ -62,6 +63,43 @@ def test_a_lagging_cache_keeps_every_promise(lag: int) -> None:
     assert refused == []
 
 
+@pytest.mark.parametrize("cached", [True, False], ids=["cache", "lists"])
+def test_a_node_an_admin_cordons_while_it_waits_stays_cordoned(cached: bool) -> None:
+    """The admin's cordon lands while the copy lags (the watches deliver every 8 passes): the start
+    decided on the stale copy must not go through, or upgrader would take the cordon for its own
+    and lift it at the end."""
+    cluster = EmulatedCluster.virtual()
+    info = build(cluster, "healthy")
+    api = KubeApi(cluster.client(), sleep=lambda _: None)
+    controller = Controller(api, policy_from_mapping(POLICY), Settings(identity="cached"), cluster.store.clock.now)
+    cache = ClusterCache(KubeApi(cluster.client(), sleep=lambda _: None), controller.settings, lambda: None)
+    controller.cache = cache if cached else None
+    victim = info.domains["us-east-1b"][0]
+
+    def state(name: str) -> str | None:
+        return cluster.get("nodes", name)["metadata"]["labels"].get(STATE_LABEL)
+
+    cordoned = False
+    status: dict[str, object] = {}
+    for second in range(900):
+        if second % 8 == 0:
+            cache.nodes.step()
+            cache.driver_pods.step()
+        if not cordoned and all(state(n) == State.DONE.value for n in info.domains["us-east-1a"]):
+            assert state(victim) == State.UPGRADE_REQUIRED.value
+            patch = {"spec": {"unschedulable": True}}
+            cluster.store.patch(cluster.type("nodes"), None, victim, "application/merge-patch+json", patch)
+            cordoned = True
+        status = controller.reconcile().status
+        if status.get("phase") == "Done":
+            break
+        cluster.advance(1)
+    assert cordoned and status.get("phase") == "Done", status.get("message")
+    node = cluster.get("nodes", victim)
+    assert node["spec"].get("unschedulable") is True, "the admin's cordon is kept"
+    assert state(victim) == State.DONE.value
+
+
 def test_without_the_cache_synced_a_pass_lists() -> None:
     cluster = EmulatedCluster.virtual()
     build(cluster, "healthy")
@@ -73,10 +111,6 @@ def test_without_the_cache_synced_a_pass_lists() -> None:
         controller.reconcile()
         paths = [r.path for r in cluster.requests[before:] if r.verb == "list"]
         assert "/api/v1/nodes" in paths and "/api/v1/namespaces/gpu-operator/pods" in paths
-
-
-def lists_sent(controller: Controller) -> int:
-    return sum(n for (verb, _), n in controller.api.stats.counts.items() if verb == "list")
 
 
 def test_a_replica_that_wins_the_lease_reads_fresh_before_it_acts() -> None:
@@ -109,10 +143,13 @@ def test_a_replica_that_wins_the_lease_reads_fresh_before_it_acts() -> None:
     states = [cluster.get("nodes", n)["metadata"]["labels"].get(STATE_LABEL) for n in info.nodes]
     assert any(s != State.DONE.value for s in states), "A is mid-rollout when it goes away"
     cluster.advance(20)  # A's lease expires
-    before = lists_sent(b)
-    report = b.reconcile()
+    before = len(cluster.requests)
+    report = b.reconcile()  # the only client running now: every request below is B's
     assert report.leader
-    assert lists_sent(b) - before >= 5, "the first pass as leader lists nodes and driver pods itself"
+    listed = {r.path for r in cluster.requests[before:] if r.verb == "list"}
+    assert {"/api/v1/nodes", "/api/v1/namespaces/gpu-operator/pods"} <= listed, (
+        "the first pass as leader lists nodes and driver pods itself"
+    )
     status: dict[str, object] = {}
     for _ in range(600):
         b.cache.nodes.step()  # type: ignore[union-attr]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -88,17 +90,39 @@ def test_observe_adds_nothing_it_does_not_hold(cluster: EmulatedCluster) -> None
     assert informer.entries() == {}
 
 
-def test_a_list_drops_what_was_deleted_and_keeps_what_is_newer(cluster: EmulatedCluster) -> None:
+def test_a_newer_list_drops_what_was_deleted_and_keeps_our_later_write(cluster: EmulatedCluster) -> None:
     informer = nodes_informer(cluster)
-    informer.step()
-    listing = api_for(cluster).list("/api/v1/nodes")
-    newer = relabel(cluster, "gpu-a-02", "cordon-required")
-    informer.observe(newer)
-    gone = listing["items"].pop()  # as if deleted before the list was served
+    informer.step()  # then the watch lags: nothing below reaches the informer by itself
+    cluster.store.remove(cluster.type("nodes"), cluster.get("nodes", "gpu-c-02"))
+    relabel(cluster, "gpu-b-02", "upgrade-required")  # someone else's change
+    listing = api_for(cluster).list("/api/v1/nodes")  # a pass's fresh LIST
+    informer.observe(relabel(cluster, "gpu-a-02", "cordon-required"))  # our write, after the list
     informer.absorb(listing)
     held = states(informer)
-    assert gone["metadata"]["name"] not in held
+    assert "gpu-c-02" not in held
+    assert held["gpu-b-02"] == "upgrade-required"
     assert held["gpu-a-02"] == "cordon-required", "newer than the list: kept"
+
+
+def test_a_list_older_than_the_copy_brings_back_nothing_deleted(cluster: EmulatedCluster) -> None:
+    informer = nodes_informer(cluster)
+    informer.step()
+    listing = api_for(cluster).list("/api/v1/nodes")  # a pass's LIST is served...
+    cluster.store.remove(cluster.type("nodes"), cluster.get("nodes", "gpu-c-02"))
+    informer.step()  # ...the watch applies the DELETED...
+    informer.absorb(listing)  # ...and then the pass hands over its list
+    informer.step()
+    assert "gpu-c-02" not in states(informer)
+
+
+def test_a_pass_list_older_than_the_informers_own_relist_is_ignored(cluster: EmulatedCluster) -> None:
+    informer = nodes_informer(cluster)
+    listing = api_for(cluster).list("/api/v1/nodes")  # a pass lists while the informer is unsynced
+    cluster.store.remove(cluster.type("nodes"), cluster.get("nodes", "gpu-c-02"))
+    informer.step()  # the informer lists (newer) and follows
+    informer.absorb(listing)
+    informer.step()
+    assert "gpu-c-02" not in states(informer)
 
 
 class ScriptedApi:
@@ -180,3 +204,30 @@ def test_pdb_views_are_rebuilt_only_for_budgets_that_changed(cluster: EmulatedCl
     assert set(again) == set(first)
     assert again[key] is not first[key], "a changed budget is read anew"
     assert all(again[k] is first[k] for k in first if k != key), "the others are reused"
+
+
+class EmptyStreams:
+    """A server whose watches end at once with nothing in them (a proxy cutting streams)."""
+
+    def __init__(self) -> None:
+        self.watches = 0
+
+    def list(self, path: str, label_selector: str | None = None) -> Obj:
+        return {"metadata": {"resourceVersion": "5"}, "items": []}
+
+    def watch(self, path: str, version: str, timeout: int, selector: str | None = None) -> Iterator[Obj]:
+        self.watches += 1
+        yield from ()
+
+
+def test_streams_that_end_at_once_are_reopened_at_most_once_a_second() -> None:
+    api = EmptyStreams()
+    informer: Informer[NodeView] = Informer(api, "/api/v1/nodes", node_view)  # type: ignore[arg-type]
+    stop = threading.Event()
+    thread = threading.Thread(target=informer.run, args=(stop,), daemon=True)
+    thread.start()
+    time.sleep(1.5)
+    stop.set()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert 1 <= api.watches <= 3

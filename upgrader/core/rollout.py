@@ -144,8 +144,10 @@ def conclude(
         return block(node, Blocked(blocked.kind, blocked.reason + suffix), now)
     if any(o.result in (Result.ERROR, Result.CONFLICT) for o in outcomes):
         return []  # transient: the next pass re-reads and tries again
-    if plan.stamp_on_success and plan.attempts and outcomes:
+    if plan.stamp_on_success and any(o.result is Result.OK for o in outcomes):
         # This pass started something with its own clock (the driver restart): start that clock.
+        # Not when every attempt found its pod gone already: a restart that keeps "deleting" a pod
+        # nobody can find must still run into its timeout.
         return [Annotate(node.name, {plan.stamp_on_success: rfc3339(now), **_clear_if_blocked(node)})]
     if plan.trigger is not None:
         annotations = {STATE_SINCE: rfc3339(now), **CLEAR_BLOCK}

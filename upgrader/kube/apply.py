@@ -26,7 +26,7 @@ from upgrader.core.actions import (
     Transition,
     WriteStatus,
 )
-from upgrader.core.states import STATE_LABEL
+from upgrader.core.states import STATE_LABEL, State
 from upgrader.core.timefmt import rfc3339, rfc3339_micro
 from upgrader.kube.api import JSON_PATCH, MERGE, ApiError, KubeApi
 from upgrader.kube.snapshot import status_path
@@ -139,6 +139,12 @@ class Applier:
             self._patch_node(action.node, patch, MERGE)
             return
         ops: list[Obj] = [{"op": "test", "path": label, "value": action.source.value}]
+        version = (node.get("metadata") or {}).get("resourceVersion")
+        if action.source is State.UPGRADE_REQUIRED and version:
+            # Starting records whether someone else had cordoned the node: decided on a copy that
+            # lags (a cordon not seen yet), it must fail and be decided again, or we would later
+            # uncordon a node an admin cordoned.
+            ops.insert(0, {"op": "test", "path": "/metadata/resourceVersion", "value": version})
         ops.append({"op": "replace" if labels else "add", "path": label, "value": action.target.value})
         ops.extend(self._annotation_ops(action.node, action.annotations))
         self._patch_node(action.node, ops, JSON_PATCH)

@@ -10,13 +10,15 @@ lags the API server by the watch's delay, so:
   client-go's mutation cache does), so a pass always sees what earlier passes wrote;
 - a pass uses the copy only while the informer is synced; before the first LIST completes, after a
   410 Gone, or after a broken stream until the relist, the pass LISTs as without a cache;
-- a pass that LISTs anyway (the first one after winning the lease) hands its list to `absorb`.
+- a pass that LISTs anyway (the first one after winning the lease) hands its list to `absorb`,
+  which takes it only if it is newer than the copy.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -38,9 +40,13 @@ def object_key(obj: Obj) -> str:
 
 def version_of(obj: Obj) -> int | None:
     """An object's resourceVersion as an integer, or None when it is not one (then it always wins)."""
+    return _int_or_none((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def _int_or_none(text: Any) -> int | None:
     try:
-        return int((obj.get("metadata") or {}).get("resourceVersion", ""))
-    except ValueError:
+        return int(text)
+    except (TypeError, ValueError):
         return None
 
 
@@ -100,9 +106,15 @@ class Informer(Generic[V]):
                 self._put(obj)
 
     def absorb(self, listing: Obj) -> None:
-        """A full LIST a pass made: newer objects replace held ones; held objects the list does not
-        have are dropped unless they are newer than the list (added after it was served)."""
+        """A full LIST a pass made, taken only when it is newer than the copy: newer objects replace
+        held ones; held objects the list does not have are dropped unless newer than the list. A
+        list no newer than the copy is ignored whole: an object deleted since it was served would
+        come back from it, and no later event would remove it."""
+        listed_at = version_of(listing)
         with self._lock:
+            held_at = _int_or_none(self._version)
+            if listed_at is None or (held_at is not None and listed_at <= held_at):
+                return
             self._merge(listing)
 
     def _merge(self, listing: Obj) -> None:
@@ -126,10 +138,14 @@ class Informer(Generic[V]):
     # ----- the LIST + WATCH loop --------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        """`step` until `stop` is set, a second's pause after a failure; never raises."""
+        """`step` until `stop` is set, a second's pause after a failure or a stream that ended at
+        once; never raises."""
         while not stop.is_set():
+            started = time.monotonic()
             try:
                 self.step(stop)
+                if time.monotonic() - started < 1.0:  # a stream that ends at once (a proxy, a
+                    stop.wait(1.0)  # server going down) must not turn into a request loop
                 continue
             except ApiError as exc:
                 self._lost(f"{exc.status} {exc.message}", quiet=exc.status == 410)
