@@ -67,6 +67,10 @@ class _Pass:
         self.outcomes.extend(done)
         for outcome in done:
             self._log(outcome)
+        if any(o.result is Result.CONFLICT for o in done):
+            # A guarded write met a node other than the one decided on: the copy may lag (or our
+            # own write landed and its answer was lost), so the next pass reads the cluster.
+            self.controller.fresh_reads = True
         applied = [o.action for o in done if o.ok]
         for action in applied:
             if isinstance(action, Transition) and action.source is not None:

@@ -163,3 +163,33 @@ def test_a_replica_that_wins_the_lease_reads_fresh_before_it_acts() -> None:
     assert recorder.check(policy, domain_of, "us-east-1a", ["us-east-1a", "us-east-1b", "us-east-1c"]) == []
     refused = [(r.path, r.status) for r in cluster.requests if r.resource == "nodes" and r.status >= 400]
     assert refused == [], "B never wrote against a node state it had not seen"
+
+
+def test_a_refused_node_write_makes_the_next_pass_read_the_cluster() -> None:
+    """Our transition landed but its answer was lost (or someone else moved the node): the copy
+    still has the old state, the next write is refused, and the pass after that LISTs."""
+    cluster = EmulatedCluster.virtual()
+    info = build(cluster, "healthy")
+    api = KubeApi(cluster.client(), sleep=lambda _: None)
+    controller = Controller(api, policy_from_mapping(POLICY), Settings(identity="cached"), cluster.store.clock.now)
+    cache = ClusterCache(KubeApi(cluster.client(), sleep=lambda _: None), controller.settings, lambda: None)
+    controller.cache = cache
+    controller.reconcile()  # fresh: labels the fleet and starts the canary nodes
+    cache.nodes.step()
+    cache.driver_pods.step()
+    node = info.domains["us-east-1a"][0]
+    assert cluster.get("nodes", node)["metadata"]["labels"][STATE_LABEL] == State.CORDON_REQUIRED.value
+    relabel = {"metadata": {"labels": {STATE_LABEL: State.WAIT_FOR_JOBS_REQUIRED.value}}}
+    cluster.store.patch(cluster.type("nodes"), None, node, "application/merge-patch+json", relabel)
+
+    def node_lists_in_a_pass() -> tuple[int, int]:
+        before = len(cluster.requests)
+        controller.reconcile()
+        mine = cluster.requests[before:]
+        lists = sum(1 for r in mine if r.verb == "list" and r.path == "/api/v1/nodes")
+        refused = sum(1 for r in mine if r.resource == "nodes" and r.status in (409, 422))
+        return lists, refused
+
+    assert node_lists_in_a_pass() == (0, 1)  # from the stale copy: the cordoned transition is refused
+    assert node_lists_in_a_pass() == (1, 0)  # so this one reads the cluster, and goes on from it
+    assert node_lists_in_a_pass() == (0, 0)
