@@ -48,6 +48,7 @@ from upgrader.core.actions import (
 from upgrader.core.policy import Policy
 from upgrader.core.selectors import parse_label_selector
 from upgrader.core.states import (
+    IN_PROGRESS,
     REQUESTED_ANNOTATION,
     SKIP_LABEL,
     STATE_LABEL,
@@ -367,7 +368,7 @@ class World:
 
     def managed(self) -> list[WNode]:
         """The nodes upgrader manages here: GPU nodes (the DaemonSet selects them) not skipped."""
-        return [n for n in self.nodes.values() if n.gpu and not (n.skipped and n.state not in _IN_PROGRESS)]
+        return [n for n in self.nodes.values() if n.gpu and not (n.skipped and n.state not in IN_PROGRESS)]
 
     def budget_status(self, budget: Budget) -> BudgetStatus:
         """As the disruption controller computes it for an integer minAvailable."""
@@ -732,19 +733,6 @@ class World:
         """`upgrader resume`: unpause, and acknowledge every failure recorded so far."""
         self.paused = False
         self.resumed_at = self.now
-
-
-_IN_PROGRESS = frozenset(
-    {
-        State.CORDON_REQUIRED,
-        State.WAIT_FOR_JOBS_REQUIRED,
-        State.POD_DELETION_REQUIRED,
-        State.DRAIN_REQUIRED,
-        State.POD_RESTART_REQUIRED,
-        State.VALIDATION_REQUIRED,
-        State.UNCORDON_REQUIRED,
-    }
-)
 
 
 def _merge(target: dict[str, str], changes: Mapping[str, str | None]) -> None:
