@@ -1,4 +1,5 @@
-"""The objects a GPU fleet is built from: nodes, driver and validator DaemonSets, pods.
+"""The objects a GPU fleet is built from: nodes, driver and validator DaemonSets, pods; and the
+GPU Operator's part installed into a cluster (`install_operator`).
 
 Shared by the scenarios and the large generated fleets, so both look the same to the controller:
 node labels as GPU Feature Discovery and Node Feature Discovery set them, the GPU Operator's
@@ -7,9 +8,13 @@ precompiled driver DaemonSets (one per kernel, images `<branch>-<kernel>-<os>`),
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from upgrader.sim.settings import DRIVER_COMPONENT, DRIVER_COMPONENT_LABEL, GPU, VALIDATOR_APP
+
+if TYPE_CHECKING:
+    from upgrader.sim.cluster import EmulatedCluster
 
 Obj = dict[str, Any]
 
@@ -213,3 +218,25 @@ def pod_object(
             ],
         },
     }
+
+
+def install_operator(cluster: EmulatedCluster, kernels: Mapping[str, str]) -> list[str]:
+    """Driver DaemonSets (one per kernel in `kernels`, node -> kernel) and validators, every node's
+    pods Ready on the old driver; then the new driver rolled into the DaemonSets, which OnDelete
+    leaves every node behind. Returns the driver DaemonSets' names."""
+    names = []
+    for kernel in sorted(set(kernels.values())):
+        ds = cluster.create("daemonsets", driver_daemonset(kernel, OLD_DRIVER), OPERATOR_NS, "apps")
+        names.append(ds["metadata"]["name"])
+        for node, k in kernels.items():
+            if k == kernel:
+                cluster.daemonsets.create_pod(ds, node, ready_now=True)
+    validator = cluster.create("daemonsets", validator_daemonset(), OPERATOR_NS, "apps")
+    for node in kernels:
+        cluster.daemonsets.create_pod(validator, node, ready_now=True)
+    ds_type = cluster.type("daemonsets", "apps")
+    for name in names:
+        kernel = name.removeprefix("nvidia-driver-daemonset-").removesuffix(f"-{OS_TAG}")
+        patch = {"spec": {"template": driver_template(kernel, NEW_DRIVER)}}
+        cluster.store.patch(ds_type, OPERATOR_NS, name, "application/merge-patch+json", patch)
+    return names

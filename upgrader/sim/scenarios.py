@@ -21,15 +21,12 @@ from upgrader.sim.fleet_builders import (
     NEW_DRIVER,
     OLD_DRIVER,
     OPERATOR_NS,
-    OS_TAG,
     PRODUCTS,
     ZONES,
-    driver_daemonset,
     driver_tag,
-    driver_template,
+    install_operator,
     node_object,
     pod_object,
-    validator_daemonset,
 )
 from upgrader.sim.settings import GPU, JOB_RUN_SECONDS
 
@@ -83,21 +80,7 @@ class _Builder:
         }
 
     def operator(self) -> None:
-        ds_type = self.c.type("daemonsets", "apps")
-        for kernel in sorted(set(self.kernels.values())):
-            ds = self.c.create("daemonsets", driver_daemonset(kernel, OLD_DRIVER), OPERATOR_NS, "apps")
-            self.info.driver_daemonsets.append(ds["metadata"]["name"])
-            for node, k in self.kernels.items():
-                if k == kernel:
-                    self.c.daemonsets.create_pod(ds, node, ready_now=True)
-        validator = self.c.create("daemonsets", validator_daemonset(), OPERATOR_NS, "apps")
-        for node in self.info.nodes:
-            self.c.daemonsets.create_pod(validator, node, ready_now=True)
-        # The new driver is rolled into the DaemonSets; OnDelete leaves every node on the old one.
-        for name in self.info.driver_daemonsets:
-            kernel = name.removeprefix("nvidia-driver-daemonset-").removesuffix(f"-{OS_TAG}")
-            patch = {"spec": {"template": driver_template(kernel, NEW_DRIVER)}}
-            self.c.store.patch(ds_type, OPERATOR_NS, name, "application/merge-patch+json", patch)
+        self.info.driver_daemonsets.extend(install_operator(self.c, self.kernels))
 
     def workloads(self) -> None:
         """Training behind a maxUnavailable-1 PDB, inference behind a 50% one, jobs, non-GPU pods."""

@@ -26,13 +26,10 @@ from upgrader.sim.fleet_builders import (
     NEW_DRIVER,
     OLD_DRIVER,
     OPERATOR_NS,
-    OS_TAG,
     PRODUCTS,
-    driver_daemonset,
     driver_tag,
-    driver_template,
+    install_operator,
     node_object,
-    validator_daemonset,
 )
 from upgrader.sim.settings import GPU, JOB_RUN_SECONDS
 
@@ -107,7 +104,7 @@ def build_spread(
         info.nodes.append(name)
         info.domains[zone].append(name)
     cluster.settings.registry[DRIVER_REPO] = {driver_tag(v, k) for v in (OLD_DRIVER, NEW_DRIVER) for k in KERNELS}
-    _operator(cluster, info, kernels)
+    info.driver_daemonsets.extend(install_operator(cluster, kernels))
     for i, node in enumerate(info.nodes):
         grace = max(1, round(cluster.settings.delay("pod_grace", node, gpu_grace)))
         info.grace[node] = grace
@@ -129,25 +126,6 @@ def _lean(node: Obj) -> Obj:
     status.pop("addresses", None)
     status["nodeInfo"] = {"kernelVersion": status["nodeInfo"]["kernelVersion"]}
     return node
-
-
-def _operator(cluster: EmulatedCluster, info: SpreadInfo, kernels: dict[str, str]) -> None:
-    """Driver DaemonSets (one per kernel) and validators on the old driver, then the new one rolled in."""
-    daemonsets = cluster.daemonsets
-    for kernel in sorted(set(kernels.values())):
-        ds = cluster.create("daemonsets", driver_daemonset(kernel, OLD_DRIVER), OPERATOR_NS, "apps")
-        info.driver_daemonsets.append(ds["metadata"]["name"])
-        for node, k in kernels.items():
-            if k == kernel:
-                daemonsets.create_pod(ds, node, ready_now=True)
-    validator = cluster.create("daemonsets", validator_daemonset(), OPERATOR_NS, "apps")
-    for node in info.nodes:
-        daemonsets.create_pod(validator, node, ready_now=True)
-    ds_type = cluster.type("daemonsets", "apps")
-    for name in info.driver_daemonsets:  # OnDelete leaves every node on the old driver
-        kernel = name.removeprefix("nvidia-driver-daemonset-").removesuffix(f"-{OS_TAG}")
-        patch = {"spec": {"template": driver_template(kernel, NEW_DRIVER)}}
-        cluster.store.patch(ds_type, OPERATOR_NS, name, "application/merge-patch+json", patch)
 
 
 def _job(
