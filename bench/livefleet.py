@@ -1,4 +1,5 @@
-"""Processes for the live benchmarks: an emulator serving a generated fleet, a controller doing passes.
+"""Processes for the benchmarks: an emulator serving a generated fleet, a controller doing passes,
+and `measure` for the wall time and peak RSS of one fresh process.
 
 The emulator (`fleet_server.py`) and the controller (`pass_runner.py`) each run in their own
 process, so the controller's CPU time and memory are its own. Both end when their stdin closes.
@@ -17,6 +18,21 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
+
+
+# Runs argv[1:] as a child, its output discarded: wall seconds, the child's peak RSS (KiB), exit code.
+WRAP = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
+        "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); wall = time.perf_counter() - t; "
+        "print(wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.returncode)")
+
+
+def measure(argv: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one fresh process running `argv`."""
+    out = subprocess.run([sys.executable, "-c", WRAP, *argv], capture_output=True, text=True, check=True, cwd=ROOT)
+    wall, rss, code = out.stdout.split()
+    if code != "0":
+        raise SystemExit(f"{argv[0]} failed ({code}): {out.stderr[-2000:]}")
+    return float(wall), int(rss) / 1024
 
 
 def _ready_line(proc: subprocess.Popen[str], what: str) -> dict[str, Any]:

@@ -13,12 +13,12 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from livefleet import ROOT, measure
+
 DATA = ROOT / "bench" / ".data"
 
 LOAD = "import json,sys; json.load(open(sys.argv[1], 'rb'))"
@@ -26,11 +26,6 @@ PLAN = ("import sys; from upgrader.cli import main; "
         "sys.stdout = open('/dev/null', 'w'); "
         "code = main(['plan', '--dry-run', '--from-file', sys.argv[1], '-o', 'json']); "
         "sys.exit(0 if code in (0, 1) else code)")
-WRAP = ("import resource, runpy, subprocess, sys, time; t = time.perf_counter(); "
-        "p = subprocess.run([sys.executable, '-c', sys.argv[1], sys.argv[2]]); "
-        "wall = time.perf_counter() - t; "
-        "rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss; "
-        "print(wall, rss, p.returncode)")
 
 
 def generate(nodes: int, pods_per_node: int) -> Path:
@@ -46,16 +41,6 @@ def generate(nodes: int, pods_per_node: int) -> Path:
     return path
 
 
-def measure(code: str, path: Path) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one fresh process running `code` on the file."""
-    out = subprocess.run([sys.executable, "-c", WRAP, code, str(path)], capture_output=True, text=True,
-                         check=True, cwd=ROOT)
-    wall, rss, code_ = out.stdout.split()
-    if code_ != "0":
-        raise SystemExit(f"benchmark process failed ({code_}): {out.stderr[-2000:]}")
-    return float(wall), int(rss) / 1024
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=5000)
@@ -68,8 +53,8 @@ def main() -> None:
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     loads, plans = [], []
     for _ in range(args.rounds):  # alternate, so both see the same machine noise
-        loads.append(measure(LOAD, path))
-        plans.append(measure(PLAN, path))
+        loads.append(measure([sys.executable, "-c", LOAD, str(path)]))
+        plans.append(measure([sys.executable, "-c", PLAN, str(path)]))
     load_wall = statistics.median(w for w, _ in loads)
     load_rss = statistics.median(r for _, r in loads)
     plan_wall = statistics.median(w for w, _ in plans)

@@ -25,26 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from livefleet import ROOT, Fleet
+from livefleet import Fleet, measure
 
 KINDS = "nodes,pods,pdb,daemonsets,controllerrevisions,jobs,nvidiadrivers"
 PLAN = ("import sys; from upgrader.cli import main; sys.stdout = open('/dev/null', 'w'); "
         "code = main(['plan', '--dry-run', '--kubeconfig', sys.argv[1], '-o', 'json']); "
         "sys.exit(0 if code in (0, 1) else code)")
-WRAP = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
-        "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); wall = time.perf_counter() - t; "
-        "print(wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.returncode)")
-
-
-def measure(argv: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one fresh process running `argv`."""
-    out = subprocess.run([sys.executable, "-c", WRAP, *argv], capture_output=True, text=True, check=True, cwd=ROOT)
-    wall, rss, code = out.stdout.split()
-    if code != "0":
-        raise SystemExit(f"{argv[0]} failed ({code}): {out.stderr[-2000:]}")
-    return float(wall), int(rss) / 1024
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=5000)
