@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from upgrader.config import Settings
 from upgrader.core.steps import NEEDS_PODS
 from upgrader.core.timefmt import parse_or_none
-from upgrader.core.views import Control, NodeView, PodView, Snapshot, driver_set, node_view, pdb_view, pod_view
+from upgrader.core.views import Control, PodView, Snapshot, driver_set, node_view, pdb_view, pod_view
 from upgrader.kube.api import KubeApi
 from upgrader.kube.cache import ClusterCache, watch_paths
-from upgrader.kube.informer import Informer
+from upgrader.kube.informer import Entry, Informer, object_key, version_of
 
 Obj = dict[str, Any]
+V = TypeVar("V")
 
 
 def status_path(settings: Settings) -> str:
@@ -72,20 +73,22 @@ def take(
 def _take(api: KubeApi, settings: Settings, cache: ClusterCache | None, fresh: bool) -> tuple[Snapshot, dict[str, Obj]]:
     ns = settings.driver_namespace
     (nodes_path, _), (pods_path, pods_selector) = watch_paths(settings)
-    raw_nodes, nodes = _nodes(api, nodes_path, cache.nodes if cache else None, fresh)
+    node_entries = _read(api, nodes_path, None, node_view, cache.nodes if cache else None, fresh)
+    raw_nodes = {name: e.raw for name, e in node_entries.items() if e.raw is not None}
+    nodes = {name: e.view for name, e in node_entries.items()}
     daemonsets = api.list(
         f"/apis/apps/v1/namespaces/{ns}/daemonsets", label_selector=settings.driver_daemonset_selector
     ).get("items", [])
     revisions = (
         api.list(f"/apis/apps/v1/namespaces/{ns}/controllerrevisions").get("items", []) if daemonsets else []
     )
-    pods = _driver_pods(api, pods_path, pods_selector, cache.driver_pods if cache else None, fresh)
+    pod_entries = _read(api, pods_path, pods_selector, pod_view, cache.driver_pods if cache else None, fresh)
     pdb_items = api.list("/apis/policy/v1/poddisruptionbudgets").get("items", [])
     pdbs = cache.pdb_views(pdb_items) if cache else [v for p in pdb_items if (v := pdb_view(p)) is not None]
     control = read_control(api, settings)
     driver_pods: dict[str, list[PodView]] = {}
-    for pod in pods:
-        driver_pods.setdefault(pod.node, []).append(pod)
+    for entry in pod_entries.values():
+        driver_pods.setdefault(entry.view.node, []).append(entry.view)
     node_pods = {}
     for name, node in nodes.items():
         if node.state in NEEDS_PODS:
@@ -102,26 +105,20 @@ def _take(api: KubeApi, settings: Settings, cache: ClusterCache | None, fresh: b
     return snapshot, raw_nodes
 
 
-def _nodes(
-    api: KubeApi, path: str, informer: Informer[NodeView] | None, fresh: bool
-) -> tuple[dict[str, Obj], dict[str, NodeView]]:
+def _read(
+    api: KubeApi,
+    path: str,
+    selector: str | None,
+    view: Callable[[Obj], V],
+    informer: Informer[V] | None,
+    fresh: bool,
+) -> dict[str, Entry[V]]:
+    """A collection keyed as the cache keys it: the cache's copy while it is synced (and `fresh` is
+    not asked for), else a LIST, which the cache is handed too."""
     entries = informer.entries() if informer is not None and not fresh else None
-    if entries is None:
-        listing = api.list(path)
-        if informer is not None:
-            informer.absorb(listing)
-        raw = {n["metadata"]["name"]: n for n in listing.get("items", [])}
-        return raw, {name: node_view(obj) for name, obj in raw.items()}
-    return {k: e.raw for k, e in entries.items() if e.raw is not None}, {k: e.view for k, e in entries.items()}
-
-
-def _driver_pods(
-    api: KubeApi, path: str, selector: str | None, informer: Informer[PodView] | None, fresh: bool
-) -> list[PodView]:
-    entries = informer.entries() if informer is not None and not fresh else None
-    if entries is None:
-        listing = api.list(path, label_selector=selector)
-        if informer is not None:
-            informer.absorb(listing)
-        return [pod_view(p) for p in listing.get("items", [])]
-    return [e.view for e in entries.values()]
+    if entries is not None:
+        return entries
+    listing = api.list(path, label_selector=selector)
+    if informer is not None:
+        informer.absorb(listing)
+    return {object_key(o): Entry(o, view(o), version_of(o)) for o in listing.get("items", [])}
