@@ -327,7 +327,7 @@ def start_nodes(
             STARTED_AT: stamp,
             WAS_UNSCHEDULABLE: node.annotations.get(WAS_UNSCHEDULABLE) or ("true" if node.unschedulable else "false"),
             GPU_BEFORE: before,
-            TARGET_REVISION: ctx.driver_set.newest_hash if ctx.driver_set else None,
+            TARGET_REVISION: ctx.target_hash,
             FAILED_KIND: None,
             FAILED_STATE: None,
             FAILED_REASON: None,

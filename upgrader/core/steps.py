@@ -57,6 +57,11 @@ class NodeContext:
     pdbs: list[PdbView]
     policy: Policy
 
+    @property
+    def target_hash(self) -> str | None:
+        """The driver DaemonSet's newest revision: the one this node is moving to (None: unknown)."""
+        return self.driver_set.newest_hash if self.driver_set else None
+
 
 def context(snapshot: Snapshot, name: str, policy: Policy) -> NodeContext:
     driver_pods = snapshot.driver_pods.get(name, [])
@@ -185,10 +190,11 @@ def drain(ctx: NodeContext) -> StepPlan:
 
 def restart_driver(ctx: NodeContext) -> StepPlan:
     plan = StepPlan(ctx.node.name, timeout=ctx.policy.pod_restart.timeout_seconds, fail_on_timeout=True)
-    target = ctx.driver_set.newest_hash if ctx.driver_set else None
+    target = ctx.target_hash
     old_uid = ctx.node.annotations.get(DRIVER_POD_UID)
     live = [p for p in ctx.driver_pods if not p.terminating]
-    stale = [p for p in live if p.uid == old_uid or (target is not None and p.revision_hash != target)]
+    superseded = superseded_driver_pods(ctx)  # the test that also sends a validating node back here
+    stale = [p for p in live if p.uid == old_uid or p in superseded]
     if ctx.node.annotations.get(DRIVER_DELETED_AT):
         plan.clock = DRIVER_DELETED_AT  # the restart's own clock, not the time spent getting here
     if stale:
@@ -238,7 +244,7 @@ def validate(ctx: NodeContext) -> StepPlan:
 def superseded_driver_pods(ctx: NodeContext) -> list[PodView]:
     """Live driver pods at a revision older than the DaemonSet's newest: with OnDelete nothing
     replaces them until they are deleted."""
-    target = ctx.driver_set.newest_hash if ctx.driver_set else None
+    target = ctx.target_hash
     if target is None:
         return []
     return [p for p in ctx.driver_pods if not p.terminating and p.revision_hash != target]
@@ -247,7 +253,7 @@ def superseded_driver_pods(ctx: NodeContext) -> list[PodView]:
 def validation_problems(ctx: NodeContext) -> list[str]:
     """Everything that says the new driver is not (yet) loaded and usable on the node."""
     problems = []
-    target = ctx.driver_set.newest_hash if ctx.driver_set else None
+    target = ctx.target_hash
     live = [p for p in ctx.driver_pods if not p.terminating]
     if not any(p.ready and (target is None or p.revision_hash == target) for p in live):
         problems.append("driver pod not Ready at the new revision")
@@ -284,7 +290,7 @@ def entry_annotations(target: State, ctx: NodeContext) -> dict[str, str | None]:
         return {
             DRIVER_POD_UID: live[0].uid if live else None,
             DRIVER_DELETED_AT: None,  # a second restart (driver superseded) gets its own clock
-            TARGET_REVISION: ctx.driver_set.newest_hash if ctx.driver_set else None,
+            TARGET_REVISION: ctx.target_hash,
         }
     return {}
 
