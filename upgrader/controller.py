@@ -14,7 +14,7 @@ from upgrader.core import rollout
 from upgrader.core.actions import Action, Event, Outcome, Result, Transition, WriteStatus
 from upgrader.core.policy import Policy
 from upgrader.core.states import STATE_SINCE
-from upgrader.core.status import meaningful, rollout_status
+from upgrader.core.status import meaningful, phase_events, rollout_status
 from upgrader.core.timefmt import parse_or_none
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.apply import Applier
@@ -171,7 +171,7 @@ class Controller:
         )
         previous = dict(work.snapshot.control.previous)
         if meaningful(status) != meaningful(previous):
-            work.act([WriteStatus(status), *self._phase_events(previous, status)])
+            work.act([WriteStatus(status), *phase_events(previous, status)])
         leading = self.leading()
         return PassReport(
             acted=leading,
@@ -181,14 +181,6 @@ class Controller:
             leader=leading,
             error="; ".join(work.errors) or None,  # a denied or failed write counts as a failed pass
         )
-
-    @staticmethod
-    def _phase_events(previous: dict[str, Any], status: dict[str, Any]) -> list[Action]:
-        """A Warning on the node that halted the rollout, when the rollout becomes Halted."""
-        if status["phase"] != "Halted" or previous.get("phase") == "Halted":
-            return []
-        culprit = (status["blocked"] or status["failed"] or [{}])[0].get("node")
-        return [Event(culprit, "Warning", f"rollout {status['message']}")] if culprit else []
 
     def run(self, stop: threading.Event, wake: threading.Event | None = None) -> None:
         """Reconcile until `stop` is set: on `wake` (watch events) or every requeue interval."""

@@ -54,7 +54,7 @@ from upgrader.core.states import (
     STATE_LABEL,
     State,
 )
-from upgrader.core.status import meaningful, rollout_status
+from upgrader.core.status import meaningful, phase_events, rollout_status
 from upgrader.core.steps import NEEDS_PODS
 from upgrader.core.views import HASH_LABEL, Control, DriverSet, NodeView, PdbView, PodView, Snapshot
 
@@ -806,13 +806,5 @@ def controller_pass(world: World, policy: Policy, now: int | None = None) -> Pas
     )
     previous = dict(snapshot.control.previous)
     if meaningful(status) != meaningful(previous):
-        act([WriteStatus(status), *_phase_events(previous, status)])
+        act([WriteStatus(status), *phase_events(previous, status)])
     return PassResult(before, status, started, outcomes)
-
-
-def _phase_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list[Action]:
-    """As `Controller._phase_events`: a Warning on the culprit when the rollout becomes Halted."""
-    if status["phase"] != "Halted" or previous.get("phase") == "Halted":
-        return []
-    culprit = (status["blocked"] or status["failed"] or [{}])[0].get("node")
-    return [Event(culprit, "Warning", f"rollout {status['message']}")] if culprit else []

@@ -6,8 +6,10 @@ The same words reach `upgrader status`, the status ConfigMap, Events and metrics
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
+from upgrader.core.actions import Action, Event
 from upgrader.core.policy import OnNodeFailure, Policy
 from upgrader.core.runbooks import runbook_for
 from upgrader.core.schedule import Schedule, canary_domain, domain_of, domain_order
@@ -191,3 +193,11 @@ def by_state_in_progress(by_state: dict[str, int]) -> int:
 def meaningful(status: dict[str, Any]) -> dict[str, Any]:
     """The status without its timestamp, to decide whether it is worth writing again."""
     return {k: v for k, v in status.items() if k != "updated_at"}
+
+
+def phase_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list[Action]:
+    """A Warning on the node that halted the rollout, when the rollout becomes Halted."""
+    if status["phase"] != "Halted" or previous.get("phase") == "Halted":
+        return []
+    culprit = (status["blocked"] or status["failed"] or [{}])[0].get("node")
+    return [Event(culprit, "Warning", f"rollout {status['message']}")] if culprit else []
