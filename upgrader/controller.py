@@ -10,12 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from upgrader.config import Settings
-from upgrader.core import rollout
-from upgrader.core.actions import Action, Event, Outcome, Result, Transition, WriteStatus
+from upgrader.core.actions import Action, Event, Outcome, Result, Transition
 from upgrader.core.policy import Policy
-from upgrader.core.states import STATE_SINCE
-from upgrader.core.status import meaningful, phase_events, rollout_status
-from upgrader.core.timefmt import parse_or_none
+from upgrader.core.reconcile import reconcile
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.apply import Applier
 from upgrader.kube.cache import ClusterCache
@@ -42,43 +39,24 @@ class PassReport:
         return "error" if self.error else "ok" if self.acted else "not_leader"
 
 
-class _Pass:
-    """One pass's working state: the snapshot as our own writes change it, and what was done."""
+class _Writer:
+    """The pass's `apply`: writes while we lead, logs what came of it, counts what went wrong."""
 
-    def __init__(self, controller: Controller, now: float) -> None:
+    def __init__(self, controller: Controller, applier: Applier) -> None:
         self.controller = controller
-        self.now = now
-        cache = controller.cache
-        self.snapshot, raw_nodes = take(controller.api, controller.settings, cache, controller.fresh_reads)
-        controller.fresh_reads = False
-        self.applier = Applier(
-            controller.api, controller.settings, raw_nodes, now, cache.observe if cache is not None else None
-        )
-        self.outcomes: list[Outcome] = []
-        self.transitions: list[tuple[str, str, float | None]] = []
+        self.applier = applier
         self.errors: list[str] = []
-        self.disrupted: set[str] = set()  # PodDisruptionBudgets this pass spent on evictions
 
-    def act(self, actions: list[Action]) -> list[Outcome]:
-        """Apply actions while we lead; fold successful node writes into the snapshot."""
-        if not actions or not self.controller.leading():
+    def apply(self, actions: list[Action]) -> list[Outcome]:
+        if not self.controller.leading():
             return []
         done = self.applier.apply(actions)
-        self.outcomes.extend(done)
         for outcome in done:
             self._log(outcome)
         if any(o.result is Result.CONFLICT for o in done):
             # A guarded write met a node other than the one decided on: the copy may lag (or our
             # own write landed and its answer was lost), so the next pass reads the cluster.
             self.controller.fresh_reads = True
-        applied = [o.action for o in done if o.ok]
-        for action in applied:
-            if isinstance(action, Transition) and action.source is not None:
-                since = parse_or_none(self.snapshot.nodes[action.node].annotations.get(STATE_SINCE))
-                self.transitions.append(
-                    (action.source.value, action.target.value, None if since is None else self.now - since)
-                )
-        self.snapshot = rollout.project(self.snapshot, applied)
         return done
 
     def _log(self, outcome: Outcome) -> None:
@@ -143,43 +121,20 @@ class Controller:
         return self.elector is None or self.elector.holds()
 
     def _pass(self) -> PassReport:
-        now, policy = self.clock(), self.policy
-        work = _Pass(self, now)
-        waiting: list[dict[str, str]] = []
-        if policy.auto_upgrade:
-            work.act(rollout.detect(work.snapshot, policy, now))
-            for ctx, plan in rollout.plan_steps(work.snapshot, policy):
-                attempted = work.act(list(plan.attempts))
-                if plan.attempts and not attempted:
-                    continue  # lost leadership mid-pass
-                decided = rollout.conclude(ctx, plan, attempted, now, frozenset(work.disrupted))
-                work.disrupted.update(rollout.spent_budgets(plan, attempted))
-                work.act(decided)
-                entry = rollout.waiting_entry(ctx, plan, decided)
-                if entry is not None:
-                    waiting.append(entry)
-        fleet = rollout.fleet(work.snapshot)
-        managed = [n.name for n in fleet.managed]
-        acknowledged = rollout.acknowledged_failures(work.snapshot)
-        before = rollout_status(work.snapshot, policy, managed, fleet.skipped, fleet.invalid, None, acknowledged, now)
-        schedule, starts = rollout.start_nodes(
-            work.snapshot, policy, now, before["phase"] not in ("Halted", "Paused"), acknowledged
-        )
-        work.act(starts)
-        status = rollout_status(
-            work.snapshot, policy, managed, fleet.skipped, fleet.invalid, schedule, acknowledged, now, waiting
-        )
-        previous = dict(work.snapshot.control.previous)
-        if meaningful(status) != meaningful(previous):
-            work.act([WriteStatus(status), *phase_events(previous, status)])
+        now, cache = self.clock(), self.cache
+        snapshot, raw_nodes = take(self.api, self.settings, cache, self.fresh_reads)
+        self.fresh_reads = False
+        observe = cache.observe if cache is not None else None
+        writer = _Writer(self, Applier(self.api, self.settings, raw_nodes, now, observe))
+        result = reconcile(snapshot, self.policy, now, writer.apply)
         leading = self.leading()
         return PassReport(
             acted=leading,
-            status=status,
-            outcomes=work.outcomes,
-            transitions=work.transitions,
+            status=result.status,
+            outcomes=result.outcomes,
+            transitions=result.transitions,
             leader=leading,
-            error="; ".join(work.errors) or None,  # a denied or failed write counts as a failed pass
+            error="; ".join(writer.errors) or None,  # a denied or failed write counts as a failed pass
         )
 
     def run(self, stop: threading.Event, wake: threading.Event | None = None) -> None:

@@ -27,12 +27,11 @@ lands in. `controller_pass` runs exactly `upgrader.controller.Controller._pass`'
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
 
-from upgrader.core import rollout
 from upgrader.core.actions import (
     Action,
     Annotate,
@@ -46,6 +45,7 @@ from upgrader.core.actions import (
     WriteStatus,
 )
 from upgrader.core.policy import Policy
+from upgrader.core.reconcile import reconcile
 from upgrader.core.selectors import parse_label_selector
 from upgrader.core.states import (
     IN_PROGRESS,
@@ -54,7 +54,6 @@ from upgrader.core.states import (
     STATE_LABEL,
     State,
 )
-from upgrader.core.status import meaningful, phase_events, rollout_status
 from upgrader.core.steps import NEEDS_PODS
 from upgrader.core.views import HASH_LABEL, Control, DriverSet, NodeView, PdbView, PodView, Snapshot
 
@@ -765,46 +764,8 @@ def crashing_pass(world: World, policy: Policy, writes: int) -> PassResult:
 
 
 def controller_pass(world: World, policy: Policy, now: int | None = None) -> PassResult:
-    """`Controller._pass` on the world: detect, plan_steps/conclude per node, start_nodes, status.
-
-    Actions are applied in the order the controller applies them, and each batch's successful node
-    writes are folded into the snapshot with `rollout.project`, as the controller does.
-    """
+    """The controller's pass (`core.reconcile`, as `Controller._pass` runs it) on the world: each
+    batch of actions applied to the world in order, what landed folded into the next decisions."""
     when = float(world.now if now is None else now)
-    snapshot = world.snapshot()
-    outcomes: list[Outcome] = []
-
-    def act(actions: Iterable[Action]) -> list[Outcome]:
-        nonlocal snapshot
-        done = [world.apply(a) for a in actions]
-        outcomes.extend(done)
-        snapshot = rollout.project(snapshot, [o.action for o in done if o.ok])
-        return done
-
-    waiting: list[dict[str, str]] = []
-    disrupted: set[str] = set()  # budgets this pass spent on evictions
-    if policy.auto_upgrade:
-        act(rollout.detect(snapshot, policy, when))
-        for ctx, plan in rollout.plan_steps(snapshot, policy):
-            attempted = act(list(plan.attempts))
-            decided = rollout.conclude(ctx, plan, attempted, when, frozenset(disrupted))
-            disrupted.update(rollout.spent_budgets(plan, attempted))
-            act(decided)
-            entry = rollout.waiting_entry(ctx, plan, decided)
-            if entry is not None:
-                waiting.append(entry)
-    fleet = rollout.fleet(snapshot)
-    managed = [n.name for n in fleet.managed]
-    acknowledged = rollout.acknowledged_failures(snapshot)
-    before = rollout_status(snapshot, policy, managed, fleet.skipped, fleet.invalid, None, acknowledged, when)
-    schedule, starts = rollout.start_nodes(
-        snapshot, policy, when, before["phase"] not in ("Halted", "Paused"), acknowledged
-    )
-    started = [o.action.node for o in act(starts) if o.ok and isinstance(o.action, Transition)]
-    status = rollout_status(
-        snapshot, policy, managed, fleet.skipped, fleet.invalid, schedule, acknowledged, when, waiting
-    )
-    previous = dict(snapshot.control.previous)
-    if meaningful(status) != meaningful(previous):
-        act([WriteStatus(status), *phase_events(previous, status)])
-    return PassResult(before, status, started, outcomes)
+    result = reconcile(world.snapshot(), policy, when, lambda actions: [world.apply(a) for a in actions])
+    return PassResult(result.before, result.status, result.started, result.outcomes)

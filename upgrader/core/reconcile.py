@@ -1,0 +1,90 @@
+"""One reconcile pass, decided in order: detect, each node's step, starts, then the status.
+
+The caller hands in `apply`, which writes a batch of actions and says what came of each (the kube
+adapter in the controller, an in-memory API server in the property tests). The pass folds what
+landed into its snapshot before deciding the next batch, so later decisions see earlier writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from upgrader.core import rollout
+from upgrader.core.actions import Action, Outcome, Transition, WriteStatus
+from upgrader.core.policy import Policy
+from upgrader.core.states import STATE_SINCE
+from upgrader.core.status import meaningful, phase_events, rollout_status
+from upgrader.core.timefmt import parse_or_none
+from upgrader.core.views import Snapshot
+
+Apply = Callable[[list[Action]], list[Outcome]]
+
+
+@dataclass
+class PassOutcome:
+    snapshot: Snapshot  # as the pass's own writes left it
+    before: dict[str, Any]  # the status the pass judged halted/paused by, before starting nodes
+    status: dict[str, Any]  # the status at the end of the pass
+    outcomes: list[Outcome] = field(default_factory=list)
+    transitions: list[tuple[str, str, float | None]] = field(default_factory=list)  # from, to, seconds in from
+    started: list[str] = field(default_factory=list)  # nodes whose start was applied
+
+
+class _Pass:
+    def __init__(self, snapshot: Snapshot, now: float, apply: Apply) -> None:
+        self.snapshot = snapshot
+        self.now = now
+        self.apply = apply
+        self.outcomes: list[Outcome] = []
+        self.transitions: list[tuple[str, str, float | None]] = []
+
+    def act(self, actions: list[Action]) -> list[Outcome]:
+        """Apply a batch; record the transitions that landed and fold them into the snapshot."""
+        if not actions:
+            return []
+        done = self.apply(actions)
+        self.outcomes.extend(done)
+        applied = [o.action for o in done if o.ok]
+        for action in applied:
+            if isinstance(action, Transition) and action.source is not None:
+                since = parse_or_none(self.snapshot.nodes[action.node].annotations.get(STATE_SINCE))
+                self.transitions.append(
+                    (action.source.value, action.target.value, None if since is None else self.now - since)
+                )
+        self.snapshot = rollout.project(self.snapshot, applied)
+        return done
+
+
+def reconcile(snapshot: Snapshot, policy: Policy, now: float, apply: Apply) -> PassOutcome:
+    work = _Pass(snapshot, now, apply)
+    waiting: list[dict[str, str]] = []
+    disrupted: set[str] = set()  # PodDisruptionBudgets this pass spent on evictions
+    if policy.auto_upgrade:
+        work.act(rollout.detect(work.snapshot, policy, now))
+        for ctx, plan in rollout.plan_steps(work.snapshot, policy):
+            attempted = work.act(list(plan.attempts))
+            if plan.attempts and not attempted:
+                continue  # nothing was applied (the controller lost its lease mid-pass)
+            decided = rollout.conclude(ctx, plan, attempted, now, frozenset(disrupted))
+            disrupted.update(rollout.spent_budgets(plan, attempted))
+            work.act(decided)
+            entry = rollout.waiting_entry(ctx, plan, decided)
+            if entry is not None:
+                waiting.append(entry)
+    fleet = rollout.fleet(work.snapshot)
+    managed = [n.name for n in fleet.managed]
+    acknowledged = rollout.acknowledged_failures(work.snapshot)
+    before = rollout_status(work.snapshot, policy, managed, fleet.skipped, fleet.invalid, None, acknowledged, now)
+    schedule, starts = rollout.start_nodes(
+        work.snapshot, policy, now, before["phase"] not in ("Halted", "Paused"), acknowledged
+    )
+    started = [o.action.node for o in work.act(starts) if o.ok and isinstance(o.action, Transition)]
+    status = rollout_status(
+        work.snapshot, policy, managed, fleet.skipped, fleet.invalid, schedule, acknowledged, now, waiting
+    )
+    previous = dict(work.snapshot.control.previous)
+    if meaningful(status) != meaningful(previous):
+        work.act([WriteStatus(status), *phase_events(previous, status)])
+    return PassOutcome(work.snapshot, before, status, work.outcomes, work.transitions, started)
