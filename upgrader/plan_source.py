@@ -12,6 +12,7 @@ import yaml
 
 from upgrader.config import ConfigError, Settings
 from upgrader.core.driver_selectors import DriverResource, driver_resource
+from upgrader.core.gpupods import claim_index, is_gpu_resource
 from upgrader.core.input_errors import printable, yaml_where
 from upgrader.core.policy import Policy
 from upgrader.core.selectors import SelectorError, parse_label_selector
@@ -30,6 +31,7 @@ KINDS = {
     "ControllerRevision": "revisions",
     "NVIDIADriver": "nvidiadrivers",
     "Job": "jobs",
+    "ResourceClaim": "claims",
 }
 
 
@@ -42,6 +44,7 @@ class PlanInput:
     revisions: list[Obj] = field(default_factory=list)
     nvidiadrivers: list[Obj] = field(default_factory=list)
     jobs: list[Obj] = field(default_factory=list)
+    claims: list[Obj] | None = field(default_factory=list)  # None: the cluster would not list them
 
 
 def _parse(path: Path) -> Any:
@@ -109,7 +112,9 @@ def _item_problem(item: Any) -> str | None:
 
 
 def from_file(name: str) -> PlanInput:
-    """A kubectl List (`kubectl get nodes,pods,pdb,daemonsets,controllerrevisions,jobs,nvidiadrivers -A -o json`)."""
+    """A kubectl List (`kubectl get nodes,pods,pdb,daemonsets,controllerrevisions,jobs,nvidiadrivers
+    -A -o json`, plus `resourceclaims` where the cluster serves DRA: a pod's claim missing from the
+    file counts as a GPU claim)."""
     path = Path(name)
     if path.is_dir():
         raise ConfigError(f"--from-file {name}: is a directory, expected a kubectl List file")
@@ -140,6 +145,8 @@ def from_file(name: str) -> PlanInput:
 _LABELS = "map of strings"
 _OWNERS = [{"kind": "string", "name": "string", "uid": "string", "controller": "boolean"}]
 _CONDITIONS = [{"type": "string", "status": "string"}]
+_CONTAINERS = [{"image": "string", "resources": {"limits": {}, "requests": {}}}]
+_CLAIM_REFS = [{"name": "string", "resourceClaimName": "string"}]
 SHAPES: dict[str, dict[str, Any]] = {
     "Node": {
         "spec": {"unschedulable": "boolean"},
@@ -154,12 +161,15 @@ SHAPES: dict[str, dict[str, Any]] = {
         "metadata": {"ownerReferences": _OWNERS},
         "spec": {
             "nodeName": "string",
-            "containers": [{"image": "string", "resources": {"limits": {}, "requests": {}}}],
+            "containers": _CONTAINERS,
+            "initContainers": _CONTAINERS,
+            "resourceClaims": _CLAIM_REFS,
             "volumes": [{}],
             "affinity": {},
         },
         "status": {
             "phase": "string",
+            "resourceClaimStatuses": _CLAIM_REFS,
             "conditions": _CONDITIONS,
             "containerStatuses": [{"state": {"waiting": {"reason": "string", "message": "string"}}}],
         },
@@ -181,6 +191,7 @@ SHAPES: dict[str, dict[str, Any]] = {
     },
     "ControllerRevision": {"metadata": {"ownerReferences": _OWNERS}, "revision": "integer"},
     "NVIDIADriver": {"spec": {"default": "boolean", "nodeSelector": _LABELS}},
+    "ResourceClaim": {"status": {"allocation": {"devices": {"results": [{"driver": "string"}]}}}},
 }
 _TYPES: dict[str, type] = {"string": str, "integer": int, "boolean": bool}
 
@@ -228,6 +239,7 @@ def shape_problem(name: str) -> str | None:
 def from_cluster(api: KubeApi, settings: Settings) -> PlanInput:
     """Read everything a plan needs with GET/LIST requests only."""
     from upgrader.kube.api import ApiError
+    from upgrader.kube.snapshot import CLAIMS_PATH
 
     ns = settings.driver_namespace
     out = PlanInput(
@@ -242,13 +254,19 @@ def from_cluster(api: KubeApi, settings: Settings) -> PlanInput:
     except ApiError as exc:
         if exc.status != 404:  # no NVIDIADriver CRD installed: nothing to check
             raise
+    try:
+        out.claims = api.list(CLAIMS_PATH).get("items", [])
+    except ApiError as exc:
+        if exc.status not in (403, 404):
+            raise
+        out.claims = None  # no DRA here, or not ours to read: every claim counts as a GPU claim
     return out
 
 
 def relevant_pods(policy: Policy) -> Callable[[Obj], bool]:
     """A cheap test on raw pod JSON: does the plan need this pod at all?
 
-    A plan looks at driver pods, pods holding GPUs (evicted), pods that declare CUDA needs or a node
+    A plan looks at driver pods, pods holding GPUs or ResourceClaims (evicted), pods that declare CUDA needs or a node
     affinity, pods the upgrade waits for and, with drain enabled, pods a drain evicts. Skipping the
     rest before building views keeps a 150,000-pod plan close to the cost of parsing the file.
     """
@@ -267,10 +285,12 @@ def relevant_pods(policy: Policy) -> Callable[[Obj], bool]:
             return True
         if spec.get("affinity") or any(k.startswith(ANNOTATION_PREFIX) for k in meta.get("annotations") or ()):
             return True
-        for container in spec.get("containers") or ():
+        if spec.get("resourceClaims"):
+            return True
+        for container in (*(spec.get("containers") or ()), *(spec.get("initContainers") or ())):
             resources = container.get("resources") or {}
             for amounts in (resources.get("limits"), resources.get("requests")):
-                if amounts and any(str(k).startswith("nvidia.com/gpu") for k in amounts):
+                if amounts and any(is_gpu_resource(str(k)) for k in amounts):
                     return True
         return any(ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or ())
 
@@ -304,6 +324,7 @@ def to_snapshot(
         node_pods=node_pods,
         pdbs=pdbs,
         driver_sets=[driver_set(d, data.revisions) for d in driver_ds],
+        gpu_claims=None if data.claims is None else claim_index(data.claims),
     )
     return snapshot, [_driver_resource(r) for r in data.nvidiadrivers]
 

@@ -10,11 +10,12 @@ from itertools import count
 from typing import Any
 
 from upgrader.core.actions import Action, Outcome, Result, Transition
+from upgrader.core.node_context import NodeContext, context
 from upgrader.core.policy import Policy, policy_from_mapping
 from upgrader.core.rollout import conclude
 from upgrader.core.selectors import parse_label_selector
 from upgrader.core.states import STATE_LABEL, STATE_SINCE, State
-from upgrader.core.steps import STEPS, NodeContext, StepPlan, context
+from upgrader.core.steps import STEPS, StepPlan
 from upgrader.core.timefmt import rfc3339
 from upgrader.core.views import HASH_LABEL, Control, DriverSet, NodeView, PdbView, PodView, Snapshot
 
@@ -103,6 +104,9 @@ def pod(
     waiting_reason: str | None = None,
     waiting_message: str | None = None,
     uid: str | None = None,
+    claims: tuple[str, ...] = (),
+    digest: str | None = None,
+    images: tuple[str, ...] = (),
 ) -> PodView:
     return PodView(
         namespace=namespace,
@@ -121,6 +125,9 @@ def pod(
         mirror=mirror,
         waiting_reason=waiting_reason,
         waiting_message=waiting_message,
+        claims=claims,
+        config_digest=digest,
+        images=images,
     )
 
 
@@ -179,7 +186,14 @@ def pdb(
     )
 
 
-def driver_set(newest: str | None = NEW, *, revision: int = 2, version: str | None = VERSION) -> DriverSet:
+def driver_set(
+    newest: str | None = NEW,
+    *,
+    revision: int = 2,
+    version: str | None = VERSION,
+    digest: str | None = None,
+    images: tuple[str, ...] = (),
+) -> DriverSet:
     return DriverSet(
         namespace=OPERATOR_NS,
         name=DRIVER_DS,
@@ -188,6 +202,8 @@ def driver_set(newest: str | None = NEW, *, revision: int = 2, version: str | No
         newest_revision=revision,
         driver_version=version,
         image=f"nvcr.io/nvidia/driver:{version}",
+        config_digest=digest,
+        images=images,
     )
 
 
@@ -198,6 +214,7 @@ def snapshot(
     pdbs: Sequence[PdbView] = (),
     driver_sets: Sequence[DriverSet] | None = None,
     control: Control | None = None,
+    claims: Mapping[str, bool] | None = None,
 ) -> Snapshot:
     """Driver pods (owned by a driver DaemonSet) are listed both as driver pods and as node pods."""
     sets = [driver_set()] if driver_sets is None else list(driver_sets)
@@ -218,6 +235,7 @@ def snapshot(
         pdbs=list(pdbs),
         driver_sets=sets,
         control=control or Control(),
+        gpu_claims={} if claims is None else claims,
     )
 
 

@@ -2,37 +2,52 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from transitions import MachineError
 
 from upgrader.core.actions import Transition
-from upgrader.core.machine import TRANSITIONS, TRIGGERS, allowed_triggers, fire
+from upgrader.core.machine import FLAGS, TRANSITIONS, TRIGGERS, allowed_triggers, fire
 from upgrader.core.states import IN_PROGRESS, ORDER, State
 
 S = State
 
-# The whole graph, written out by hand: (source, trigger, drain enabled) -> target.
-TABLE: dict[tuple[State, str, bool], State] = {
-    (S.DONE, "require", False): S.UPGRADE_REQUIRED,
-    (S.UPGRADE_REQUIRED, "up_to_date", False): S.DONE,
-    (S.UPGRADE_REQUIRED, "start", False): S.CORDON_REQUIRED,
-    (S.CORDON_REQUIRED, "cordoned", False): S.WAIT_FOR_JOBS_REQUIRED,
-    (S.WAIT_FOR_JOBS_REQUIRED, "jobs_finished", False): S.POD_DELETION_REQUIRED,
-    (S.POD_DELETION_REQUIRED, "gpu_pods_gone", False): S.POD_RESTART_REQUIRED,
-    (S.POD_DELETION_REQUIRED, "gpu_pods_gone", True): S.DRAIN_REQUIRED,
-    (S.DRAIN_REQUIRED, "drained", False): S.POD_RESTART_REQUIRED,
-    (S.POD_RESTART_REQUIRED, "driver_restarted", False): S.VALIDATION_REQUIRED,
-    (S.VALIDATION_REQUIRED, "validated", False): S.UNCORDON_REQUIRED,
-    (S.VALIDATION_REQUIRED, "driver_superseded", False): S.POD_RESTART_REQUIRED,
-    (S.UNCORDON_REQUIRED, "uncordoned", False): S.DONE,
-    **{(s, "fail", False): S.FAILED for s in IN_PROGRESS},
-}
-# Unguarded transitions go the same way whatever the drain setting.
-EXPECTED = {
-    **{(s, t, True): d for (s, t, _), d in TABLE.items() if t != "gpu_pods_gone"},
-    **TABLE,
+# The whole graph, written out by hand: (source, trigger, guard) -> target. A guard is None (always),
+# "+flag" (only with the flag) or "-flag" (only without it).
+GRAPH: list[tuple[State, str, str | None, State]] = [
+    (S.DONE, "require", None, S.UPGRADE_REQUIRED),
+    (S.UPGRADE_REQUIRED, "up_to_date", None, S.DONE),
+    (S.UPGRADE_REQUIRED, "start", None, S.CORDON_REQUIRED),
+    (S.CORDON_REQUIRED, "cordoned", "-restart_only", S.WAIT_FOR_JOBS_REQUIRED),
+    (S.CORDON_REQUIRED, "cordoned", "+restart_only", S.POD_RESTART_REQUIRED),
+    (S.WAIT_FOR_JOBS_REQUIRED, "jobs_finished", None, S.POD_DELETION_REQUIRED),
+    (S.POD_DELETION_REQUIRED, "gpu_pods_gone", "-drain_every_node", S.POD_RESTART_REQUIRED),
+    (S.POD_DELETION_REQUIRED, "gpu_pods_gone", "+drain_every_node", S.DRAIN_REQUIRED),
+    (S.POD_DELETION_REQUIRED, "deletion_failed", "+drain_enabled", S.DRAIN_REQUIRED),
+    (S.DRAIN_REQUIRED, "drained", None, S.POD_RESTART_REQUIRED),
+    (S.POD_RESTART_REQUIRED, "config_changed", None, S.WAIT_FOR_JOBS_REQUIRED),
+    (S.POD_RESTART_REQUIRED, "driver_restarted", None, S.VALIDATION_REQUIRED),
+    (S.VALIDATION_REQUIRED, "validated", None, S.UNCORDON_REQUIRED),
+    (S.VALIDATION_REQUIRED, "driver_superseded", None, S.POD_RESTART_REQUIRED),
+    (S.UNCORDON_REQUIRED, "uncordoned", None, S.DONE),
+    (S.FAILED, "driver_recovered", None, S.VALIDATION_REQUIRED),
+    *[(s, "fail", None, S.FAILED) for s in IN_PROGRESS],
+]
+FLAG_SETS = [frozenset(c) for n in range(len(FLAGS) + 1) for c in itertools.combinations(FLAGS, n)]
+
+
+def _admits(guard: str | None, flags: frozenset[str]) -> bool:
+    return guard is None or (guard[1:] in flags) == (guard[0] == "+")
+
+
+EXPECTED: dict[tuple[State, str, frozenset[str]], State] = {
+    (source, trigger, flags): target
+    for source, trigger, guard, target in GRAPH
+    for flags in FLAG_SETS
+    if _admits(guard, flags)
 }
 # Triggers a Machine with auto transitions would add, and some that were never there.
 NOT_TRIGGERS = [
@@ -93,29 +108,35 @@ def test_the_machine_table_is_the_documented_graph() -> None:
     declared = set()
     for t in TRANSITIONS:
         sources = t["source"] if isinstance(t["source"], list) else [t["source"]]
-        declared |= {(State(s), t["trigger"], State(t["dest"])) for s in sources}
-    assert declared == {(s, t, d) for (s, t, _), d in TABLE.items()}
+        guard = f"+{t['conditions']}" if "conditions" in t else f"-{t['unless']}" if "unless" in t else None
+        declared |= {(State(s), t["trigger"], guard, State(t["dest"])) for s in sources}
+    assert declared == set(GRAPH)
 
 
-@pytest.mark.parametrize(("source", "trigger", "drain", "target"), [(*k, v) for k, v in EXPECTED.items()])
-def test_fire_follows_the_table(source: State, trigger: str, drain: bool, target: State) -> None:
-    result = fire("n1", source, trigger, drain_enabled=drain)
+@pytest.mark.parametrize(("source", "trigger", "flags", "target"), [(*k, v) for k, v in EXPECTED.items()])
+def test_fire_follows_the_table(source: State, trigger: str, flags: frozenset[str], target: State) -> None:
+    result = fire("n1", source, trigger, flags)
     assert result == Transition("n1", source, target, {}, "")
 
 
 OFF_TABLE = [
-    (s, t, drain)
+    (s, t, flags)
     for s in State
     for t in ALL_TRIGGERS
-    for drain in (False, True)
-    if (s, t, drain) not in EXPECTED
+    for flags in FLAG_SETS
+    if (s, t, flags) not in EXPECTED
 ]
 
 
-@pytest.mark.parametrize(("source", "trigger", "drain"), OFF_TABLE)
-def test_every_pair_off_the_table_raises_machine_error(source: State, trigger: str, drain: bool) -> None:
+@pytest.mark.parametrize(("source", "trigger", "flags"), OFF_TABLE)
+def test_every_pair_off_the_table_raises_machine_error(source: State, trigger: str, flags: frozenset[str]) -> None:
     with pytest.raises(MachineError):
-        fire("n1", source, trigger, drain_enabled=drain)
+        fire("n1", source, trigger, flags)
+
+
+def test_an_unknown_flag_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown machine flags"):
+        fire("n1", S.CORDON_REQUIRED, "cordoned", {"restart-only"})
 
 
 def test_there_are_no_auto_transitions() -> None:
@@ -124,13 +145,34 @@ def test_there_are_no_auto_transitions() -> None:
         fire("n1", S.UPGRADE_REQUIRED, "to_upgrade_done")
 
 
-def test_a_failed_node_has_no_way_out_through_the_machine() -> None:
-    assert allowed_triggers(S.FAILED) == []
+def test_a_failed_node_leaves_only_when_its_driver_recovered() -> None:
+    assert allowed_triggers(S.FAILED) == ["driver_recovered"]
+    assert fire("n1", S.FAILED, "driver_recovered").target is S.VALIDATION_REQUIRED
 
 
-@pytest.mark.parametrize(("drain", "target"), [(False, S.POD_RESTART_REQUIRED), (True, S.DRAIN_REQUIRED)])
-def test_gpu_pods_gone_goes_to_drain_only_when_drain_is_enabled(drain: bool, target: State) -> None:
-    assert fire("n1", S.POD_DELETION_REQUIRED, "gpu_pods_gone", drain_enabled=drain).target is target
+@pytest.mark.parametrize(
+    ("flags", "target"),
+    [
+        (set(), S.POD_RESTART_REQUIRED),
+        ({"drain_enabled"}, S.POD_RESTART_REQUIRED),  # drain is the fallback, as in the GPU Operator
+        ({"drain_enabled", "drain_every_node"}, S.DRAIN_REQUIRED),
+    ],
+)
+def test_gpu_pods_gone_drains_only_when_every_node_is_drained(flags: set[str], target: State) -> None:
+    assert fire("n1", S.POD_DELETION_REQUIRED, "gpu_pods_gone", flags).target is target
+
+
+def test_a_deletion_that_cannot_finish_drains_only_with_drain_enabled() -> None:
+    assert fire("n1", S.POD_DELETION_REQUIRED, "deletion_failed", {"drain_enabled"}).target is S.DRAIN_REQUIRED
+    with pytest.raises(MachineError):
+        fire("n1", S.POD_DELETION_REQUIRED, "deletion_failed")
+
+
+@pytest.mark.parametrize(
+    ("flags", "target"), [(set(), S.WAIT_FOR_JOBS_REQUIRED), ({"restart_only"}, S.POD_RESTART_REQUIRED)]
+)
+def test_a_restart_only_node_goes_from_cordon_straight_to_the_restart(flags: set[str], target: State) -> None:
+    assert fire("n1", S.CORDON_REQUIRED, "cordoned", flags).target is target
 
 
 def test_fire_returns_a_transition_carrying_annotations_and_message() -> None:
@@ -166,28 +208,28 @@ def test_a_refused_fire_leaves_the_shared_machine_usable() -> None:
 @given(
     st.sampled_from(list(State)),
     st.one_of(st.sampled_from(ALL_TRIGGERS), st.text(max_size=12)),
-    st.booleans(),
+    st.sampled_from(FLAG_SETS),
 )
-def test_fire_never_leaves_the_transition_table(source: State, trigger: str, drain: bool) -> None:
+def test_fire_never_leaves_the_transition_table(source: State, trigger: str, flags: frozenset[str]) -> None:
     try:
-        result = fire("n1", source, trigger, drain_enabled=drain)
+        result = fire("n1", source, trigger, flags)
     except MachineError:
-        assert (source, trigger, drain) not in EXPECTED
+        assert (source, trigger, flags) not in EXPECTED
     else:
-        assert EXPECTED[(source, trigger, drain)] is result.target
+        assert EXPECTED[(source, trigger, flags)] is result.target
         assert result.source is source
 
 
-@given(st.lists(st.sampled_from(ALL_TRIGGERS), max_size=30), st.booleans())
-def test_any_walk_from_done_only_visits_states_along_the_table(triggers: list[str], drain: bool) -> None:
+@given(st.lists(st.sampled_from(ALL_TRIGGERS), max_size=30), st.sampled_from(FLAG_SETS))
+def test_any_walk_from_done_only_visits_states_along_the_table(triggers: list[str], flags: frozenset[str]) -> None:
     state = S.DONE
     for trigger in triggers:
         allowed = allowed_triggers(state)
         try:
-            result = fire("n1", state, trigger, drain_enabled=drain)
+            result = fire("n1", state, trigger, flags)
         except MachineError:
-            assert (state, trigger, drain) not in EXPECTED
+            assert (state, trigger, flags) not in EXPECTED
             continue
         assert trigger in allowed
-        assert (result.source, trigger, drain) in EXPECTED
+        assert (result.source, trigger, flags) in EXPECTED
         state = result.target

@@ -182,7 +182,9 @@ onNodeFailure: continue
         ("25%", 4, 1),
         ("25%", 5, 2),
         ("25%", 1, 1),
-        ("25%", 0, 1),  # never 0: at least one node
+        ("25%", 0, 0),  # as the Operator: ceil(0); with no node there is nothing to start
+        ("0%", 10, 0),  # the Operator's 0: only nodes already unavailable progress
+        (0, 10, 0),
         ("1%", 1000, 10),
         ("1%", 3, 1),
         ("33%", 10, 4),  # 3.3 rounds up
@@ -198,12 +200,12 @@ def test_max_unavailable_scaling(value: Any, total: int, nodes: int) -> None:
     assert policy_from_mapping({"maxUnavailable": value}).max_unavailable_nodes(total) == nodes
 
 
-@given(st.integers(1, 100), st.integers(0, 5000))
-def test_percent_scaling_rounds_up_and_is_at_least_one(pct: int, total: int) -> None:
+@given(st.integers(0, 100), st.integers(0, 5000))
+def test_percent_scaling_rounds_up_like_the_operator(pct: int, total: int) -> None:
     n = policy_from_mapping({"maxUnavailable": f"{pct}%"}).max_unavailable_nodes(total)
-    assert n >= 1
     assert n * 100 >= pct * total  # never below the share asked for
-    assert n == 1 or (n - 1) * 100 < pct * total  # and not a whole node above it
+    assert n == 0 or (n - 1) * 100 < pct * total  # and not a whole node above it
+    assert n >= 1 or pct == 0 or total == 0  # any share of a fleet is at least one node
 
 
 # ----- bad input: one line naming the field ------------------------------------------------------------
@@ -244,10 +246,10 @@ def test_percent_scaling_rounds_up_and_is_at_least_one(pct: int, total: int) -> 
             "maxUnavailable: abc\n",
             "maxUnavailable: must be a number of nodes or a percentage like \"25%\", got 'abc'",
         ),
-        ("maxUnavailable: 0%\n", "maxUnavailable: percentage must be between 1% and 100%, got 0%"),
-        ("maxUnavailable: 150%\n", "maxUnavailable: percentage must be between 1% and 100%, got 150%"),
-        ("maxUnavailable: 0\n", "maxUnavailable: must be at least 1 (0 would never start a node), got 0"),
-        ("maxUnavailable: -2\n", "maxUnavailable: must be at least 1 (0 would never start a node), got -2"),
+        ("maxUnavailable: 150%\n", "maxUnavailable: percentage must be between 0% and 100%, got 150%"),
+        ("maxUnavailable: -2\n", "maxUnavailable: must not be negative, got -2"),
+        ("drainEveryNode: true\n", "drainEveryNode: needs drain.enable: true (the drain's podSelector, force, "
+         "deleteEmptyDir and timeoutSeconds come from drain)"),
         (
             "maxUnavailable: 1.5\n",
             'maxUnavailable: must be a number of nodes or a percentage like "25%", got 1.5',

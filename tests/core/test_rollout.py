@@ -17,16 +17,15 @@ from upgrader.core.actions import (
     SetUnschedulable,
     Transition,
 )
+from upgrader.core.detect import detect, upgrade_reason
 from upgrader.core.policy import Policy
 from upgrader.core.rollout import (
     acknowledged_failures,
     conclude,
-    detect,
     fleet,
     plan_steps,
     project,
     start_nodes,
-    upgrade_reason,
 )
 from upgrader.core.states import (
     BLOCKED_KIND,
@@ -34,12 +33,15 @@ from upgrader.core.states import (
     BLOCKED_SINCE,
     DRIVER_DELETED_AT,
     FAILED_AT,
+    FAILED_DRIVER_POD,
     FAILED_KIND,
     FAILED_REASON,
     FAILED_STATE,
     GPU_BEFORE,
+    OPERATOR_INITIAL_UNSCHEDULABLE,
     PER_UPGRADE,
     REQUESTED_ANNOTATION,
+    RESTART_ONLY,
     SKIP_LABEL,
     STARTED_AT,
     STATE_LABEL,
@@ -127,20 +129,29 @@ def test_detect_labels_and_relabels_idle_nodes(view: Any, pods: list[Any], expec
         (node(state=S.UPGRADE_REQUIRED), [driver_pod(revision=OLD)]),
         # The old pod is on its way out and the new one is current.
         (node(state=S.DONE), [driver_pod(revision=OLD, terminating=True), driver_pod(revision=NEW)]),
-        # Nodes being worked on, or failed, are not detection's business.
-        (node(state=S.CORDON_REQUIRED), [driver_pod(revision=NEW)]),
-        (node(state=S.POD_RESTART_REQUIRED), [driver_pod(revision=OLD)]),
+        # Nodes upgrader is working on, or failed with the driver they failed with, stay as they are.
+        (node(state=S.CORDON_REQUIRED, annotations={STARTED_AT: at(0)}), [driver_pod(revision=NEW)]),
+        (node(state=S.POD_RESTART_REQUIRED, annotations={STARTED_AT: at(0)}), [driver_pod(revision=OLD)]),
         (node(state=S.FAILED), [driver_pod(revision=OLD)]),
         (node(state=S.FAILED, annotations={REQUESTED_ANNOTATION: "true"}), [driver_pod(revision=OLD)]),
-        # The skip label keeps a node out.
-        (node(state=S.DONE, labels={SKIP_LABEL: "true"}), [driver_pod(revision=OLD)]),
-        (node(state=None, labels={SKIP_LABEL: "true"}), [driver_pod(revision=OLD)]),
+        (node(state=S.FAILED, annotations={FAILED_DRIVER_POD: "uid-same"}), [driver_pod(revision=NEW, uid="uid-same")]),
+        (node(state=S.FAILED), [driver_pod(revision=NEW, ready=False)]),
+        # A skipped node that is current stays done.
+        (node(state=S.DONE, labels={SKIP_LABEL: "true"}), [driver_pod(revision=NEW)]),
         # Not a driver node: no driver pod and no driver DaemonSet selects it.
         (node(state=None, labels={"nvidia.com/gpu.present": "false"}), []),
     ],
 )
 def test_detect_leaves_these_alone(view: Any, pods: list[Any]) -> None:
     assert detect(snapshot([view], pods), Policy(), T0) == []
+
+
+@pytest.mark.parametrize("state", [S.DONE, None])
+def test_a_skipped_node_behind_carries_upgrade_required_as_in_the_operator(state: State | None) -> None:
+    view = node(state=state, labels={SKIP_LABEL: "true"})
+    (action,) = detect(snapshot([view], [driver_pod(revision=OLD)]), Policy(), T0 + 5)
+    assert isinstance(action, Transition)
+    assert (action.source, action.target) == (state, S.UPGRADE_REQUIRED)
 
 
 def test_a_driver_pod_of_a_daemonset_without_revisions_is_not_behind() -> None:
@@ -204,12 +215,15 @@ def _start_annotations(now: float, was: str, before: str | None, target: str | N
         STATE_SINCE: at(now - T0),
         STARTED_AT: at(now - T0),
         WAS_UNSCHEDULABLE: was,
+        OPERATOR_INITIAL_UNSCHEDULABLE: "true" if was == "true" else None,
         GPU_BEFORE: before,
         TARGET_REVISION: target,
+        RESTART_ONLY: None,
         FAILED_KIND: None,
         FAILED_STATE: None,
         FAILED_REASON: None,
         FAILED_AT: None,
+        FAILED_DRIVER_POD: None,
         DRIVER_DELETED_AT: None,
         BLOCKED_KIND: None,
         BLOCKED_REASON: None,

@@ -30,6 +30,7 @@ from upgrader.core.states import (
     DRIVER_DELETED_AT,
     DRIVER_POD_UID,
     FAILED_AT,
+    FAILED_DRIVER_POD,
     FAILED_KIND,
     FAILED_REASON,
     FAILED_STATE,
@@ -91,7 +92,10 @@ def blocked(kind: str, reason: str, since: str, state: State, runbook: str) -> l
     ]
 
 
-def failed(state: State, kind: str, reason: str, now: float, runbook: str) -> list[Any]:
+def failed(
+    state: State, kind: str, reason: str, now: float, runbook: str, ready_driver: str | None = None
+) -> list[Any]:
+    """`ready_driver`: the driver pod Ready at the newest revision the failure records (recovery)."""
     stamp = rfc(now)
     return [
         Transition(
@@ -104,6 +108,7 @@ def failed(state: State, kind: str, reason: str, now: float, runbook: str) -> li
                 FAILED_KIND: kind,
                 FAILED_STATE: state.value,
                 FAILED_REASON: reason,
+                FAILED_DRIVER_POD: ready_driver,
                 **CLEARED_BLOCK,
             },
             reason,
@@ -272,9 +277,14 @@ def test_pod_deletion_moves_on_when_no_gpu_pod_is_left() -> None:
     assert actions == [moved(S.POD_DELETION_REQUIRED, S.POD_RESTART_REQUIRED, T0 + 9, **RESTART_ENTRY)]
 
 
-def test_pod_deletion_moves_to_drain_when_drain_is_enabled() -> None:
-    _, actions = run_step(_deletion(), pol=policy(drain={"enable": True}), now=T0 + 9)
+def test_pod_deletion_moves_to_drain_only_when_every_node_is_drained() -> None:
+    _, actions = run_step(_deletion(), pol=policy(drain={"enable": True}, drainEveryNode=True), now=T0 + 9)
     assert actions == [moved(S.POD_DELETION_REQUIRED, S.DRAIN_REQUIRED, T0 + 9)]
+
+
+def test_with_drain_enabled_a_finished_pod_deletion_goes_straight_to_the_restart() -> None:
+    _, actions = run_step(_deletion(), pol=policy(drain={"enable": True}), now=T0 + 9)
+    assert actions == [moved(S.POD_DELETION_REQUIRED, S.POD_RESTART_REQUIRED, T0 + 9, **RESTART_ENTRY)]
 
 
 @pytest.mark.parametrize(
@@ -745,12 +755,15 @@ def test_validation_waits_then_fails_listing_what_failed(snap: Any, problems: st
     assert plan.waiting == problems
     assert actions == []
     _, actions = run_step(snap, now=T0 + 600)
+    # The driver pod Ready at the newest revision is recorded: the node recovers only from another.
+    ready = [p.uid for p in snap.driver_pods["n1"] if p.ready]
     assert actions == failed(
         S.VALIDATION_REQUIRED,
         "validation",
         f"not done within the 600s timeout: {problems}",
         T0 + 600,
         "validation-failure",
+        ready[0] if ready else None,
     )
 
 

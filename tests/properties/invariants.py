@@ -30,13 +30,16 @@ from upgrader.core.states import (
     BLOCKED_REASON,
     BLOCKED_SINCE,
     FAILED_AT,
+    FAILED_DRIVER_POD,
     FAILED_REASON,
     IN_PROGRESS,
+    RESTART_ONLY,
     STATE_COUNT_KEYS,
     UNLABELLED,
     State,
 )
 from upgrader.core.timefmt import parse_or_none
+from upgrader.core.views import HASH_LABEL
 
 from .world import DRIVER, NO_DOMAIN, PassResult, WNode, World
 
@@ -55,7 +58,18 @@ EDGES = {
     (S.VALIDATION_REQUIRED, S.POD_RESTART_REQUIRED),  # a newer driver revision came out meanwhile
     (S.VALIDATION_REQUIRED, S.UNCORDON_REQUIRED),
     (S.UNCORDON_REQUIRED, S.DONE),
+    (S.CORDON_REQUIRED, S.POD_RESTART_REQUIRED),  # restart-only: the driver's install config is unchanged
+    (S.POD_RESTART_REQUIRED, S.WAIT_FOR_JOBS_REQUIRED),  # ... until it changed: the GPU pods go first
+    (S.FAILED, S.VALIDATION_REQUIRED),  # the driver of a failed node came back
 } | {(s, S.FAILED) for s in IN_PROGRESS}
+# What detection may write on a node the skip label keeps out: its label, and a failed node's recovery.
+SKIPPED_EDGES = {
+    (None, S.UPGRADE_REQUIRED),
+    (None, S.DONE),
+    (S.DONE, S.UPGRADE_REQUIRED),
+    (S.UPGRADE_REQUIRED, S.DONE),
+    (S.FAILED, S.VALIDATION_REQUIRED),
+}
 # States in which a node is cordoned, whatever happened (uncordon-required may be either: the
 # uncordon lands before the transition to upgrade-done, and a crash can fall in between).
 CORDONED = IN_PROGRESS - {S.CORDON_REQUIRED, S.UNCORDON_REQUIRED}
@@ -74,8 +88,14 @@ def open_violations(lines: Iterable[str]) -> list[str]:
 
 
 def edges(policy: Policy) -> set[tuple[State | None, State]]:
-    after_deletion = S.DRAIN_REQUIRED if policy.drain.enable else S.POD_RESTART_REQUIRED
-    return EDGES | {(S.POD_DELETION_REQUIRED, after_deletion)}
+    """Pod deletion goes on to the restart, or to a drain: always under drainEveryNode, else as the
+    fallback when drain.enable is set (docs/policy.md)."""
+    after = set()
+    if not policy.drain_every_node:
+        after.add((S.POD_DELETION_REQUIRED, S.POD_RESTART_REQUIRED))
+    if policy.drain.enable:
+        after.add((S.POD_DELETION_REQUIRED, S.DRAIN_REQUIRED))
+    return EDGES | after
 
 
 def domain_sequence(nodes: Iterable[WNode], policy: Policy) -> list[str]:
@@ -96,7 +116,7 @@ def max_unavailable(policy: Policy, total: int) -> int:
     value = policy.max_unavailable
     if isinstance(value, int):
         return value
-    return max(1, math.ceil(int(value.rstrip("%")) * total / 100))
+    return math.ceil(int(value.rstrip("%")) * total / 100)
 
 
 def acknowledged(world: World, node: WNode) -> bool:
@@ -147,7 +167,7 @@ class Audit:
         if node is None:
             self._bad(world, f"{type(action).__name__} on unknown node {action.node}")
             return
-        if node.name not in {n.name for n in world.managed()} and not isinstance(action, Event):
+        if node.name not in {n.name for n in world.managed()} and not self._detection(node, action):
             self._bad(world, f"{type(action).__name__} on {node.name}, which upgrader does not manage: {action}")
         if result is not Result.OK:
             return  # refused, conflicting or gone writes change nothing
@@ -162,6 +182,19 @@ class Audit:
         elif isinstance(action, Annotate):
             pass
 
+    @staticmethod
+    def _detection(node: WNode, action: Action) -> bool:
+        """What upgrader may write on a GPU node the skip label keeps out: detection's labels (an
+        out-of-date node says upgrade-required, as in the GPU Operator), a failed node's recovery,
+        a stale block cleared, Events."""
+        if isinstance(action, Event):
+            return True
+        if not (node.gpu and node.skipped):
+            return False
+        if isinstance(action, Transition):
+            return (action.source, action.target) in SKIPPED_EDGES
+        return isinstance(action, Annotate)
+
     def _bad(self, world: World, line: str) -> None:
         self.violations.append(f"t+{world.now - 1_700_000_000}s: {line}")
 
@@ -173,6 +206,46 @@ class Audit:
             self._bad(world, f"{node.name} failed without failed-reason/failed-at")
         if action.source is S.UPGRADE_REQUIRED and action.target is S.CORDON_REQUIRED:
             self._start(world, node)
+        if action.source is S.POD_DELETION_REQUIRED:
+            self._leave_deletion(world, node, action)
+        restart_only = node.annotations.get(RESTART_ONLY) == "true"
+        if action.source is S.CORDON_REQUIRED and action.target is S.POD_RESTART_REQUIRED and not restart_only:
+            self._bad(world, f"{node.name} went from cordon to the driver restart without a restart-only start")
+        if action.source is S.FAILED:
+            self._recover(world, node)
+
+    def _leave_deletion(self, world: World, node: WNode, action: Transition) -> None:
+        """GPU pod deletion ends when no GPU pod is left; it falls back to a drain (drain.enable)
+        when it cannot finish: GPU pods the policy may not delete, or past its timeout."""
+        pods = world.pods_on(node.name)
+        left = [p.key for p in pods if p.gpus > 0 and not p.terminal and p.owner_kind != "DaemonSet"]
+        gpu_pods = [p for p in pods if p.key in left]
+        if action.target is S.POD_RESTART_REQUIRED and left:
+            self._bad(world, f"{node.name} left pod-deletion-required with GPU pods left: {left}")
+        if action.target is not S.DRAIN_REQUIRED or (self.policy.drain_every_node and not left):
+            return
+        deletion = self.policy.gpu_pod_deletion
+        forbidden = [
+            p.key
+            for p in gpu_pods
+            if (p.owner_kind is None and not deletion.force) or (p.empty_dir and not deletion.delete_empty_dir)
+        ]
+        timeout = deletion.timeout_seconds
+        timed_out = timeout > 0 and world.now - node.label_since >= timeout
+        if not forbidden and not timed_out:
+            self._bad(world, f"{node.name} fell back to a drain {world.now - node.label_since}s into pod deletion")
+
+    def _recover(self, world: World, node: WNode) -> None:
+        """A failed node leaves only for validation, once a driver pod other than the one it failed
+        with is Ready at the newest revision."""
+        recorded = node.annotations.get(FAILED_DRIVER_POD)
+        ready = [
+            p
+            for p in world.driver_pods_on(node.name)
+            if p.ready and p.active and p.labels.get(HASH_LABEL) == world.newest and p.uid != recorded
+        ]
+        if not ready:
+            self._bad(world, f"{node.name} left upgrade-failed without a new driver pod Ready at {world.newest}")
 
     def _start(self, world: World, node: WNode) -> None:
         """A node leaves upgrade-required: only in its turn, never while the rollout is halted."""
@@ -236,7 +309,8 @@ class Audit:
         if not node.unschedulable:
             self._bad(world, f"driver pod {pod.key} deleted on schedulable {node.name}")
         clients = [p.key for p in world.pods_on(node.name) if p.gpus > 0 and not p.terminal]
-        if clients:
+        restart_only = pod.digest == world.digests[world.newest]  # the module stays loaded
+        if clients and not restart_only:
             self._bad(world, f"driver pod {pod.key} deleted while GPU pods still run on {node.name}: {clients}")
 
 

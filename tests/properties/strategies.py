@@ -95,6 +95,7 @@ def policy_data(draw: st.DrawFn, blockers: bool = True) -> dict[str, Any]:
     if canary is not None:
         domains["canary"] = canary
     bool_ = st.booleans()
+    drain = draw(bool_)
     return {
         "autoUpgrade": not draw(rarely(10)) if blockers else True,
         "maxParallelUpgrades": draw(st.integers(0, 4)),
@@ -109,8 +110,9 @@ def policy_data(draw: st.DrawFn, blockers: bool = True) -> dict[str, Any]:
             "deleteEmptyDir": draw(bool_),
             "timeoutSeconds": block_timeout([0, 60, 300]),
         },
+        "drainEveryNode": drain and draw(rarely(3)),
         "drain": {
-            "enable": draw(bool_),
+            "enable": drain,
             "podSelector": draw(st.sampled_from(["", "app=web-0", "app in (web-1,web-2)"])),
             "force": draw(bool_),
             "deleteEmptyDir": draw(bool_),

@@ -247,6 +247,21 @@ class RolloutMachine(RuleBasedStateMachine):
         self.world.new_driver_revision()
         self.reconcile(then)
 
+    @rule(then=THEN)
+    def driver_template_tweaked(self, then: int) -> None:
+        """A label or toleration of the driver template changes (at most once): a revision with the
+        same DRIVER_CONFIG_DIGEST, upgraded by restarting the driver under its GPU pods."""
+        self.world.tweak_driver_template()
+        self.reconcile(then)
+
+    @rule(i=INDEX, then=THEN)
+    def operator_deletes_driver_pod_of_failed_node(self, i: int, then: int) -> None:
+        """The runbook's fix for a failed node: delete its driver pod so the DaemonSet recreates it."""
+        pods = [p for p in self.world.running_or_failing_drivers() if self.world.nodes[p.node].state is State.FAILED]
+        if pods:
+            self.world.delete_driver_pod(pods[i % len(pods)].uid)
+        self.reconcile(then)
+
     @rule(i=INDEX, skip=st.booleans(), then=THEN)
     def operator_sets_skip_label(self, i: int, skip: bool, then: int) -> None:
         """`nvidia.com/gpu-driver-upgrade.skip=true` on (or off) a node, at any point of its way."""
@@ -352,6 +367,8 @@ MOVES = (
     "crash-driver",
     "remove-gpu-daemonset",
     "newer-driver",
+    "tweak-driver",
+    "delete-failed-driver",
     "request-upgrade",
     "crash",
 )
@@ -382,6 +399,12 @@ def operator_move(world: World, move: str, i: int) -> None:
             world.remove_gpu_daemon(pod.uid)
     elif move == "newer-driver":
         world.new_driver_revision()
+    elif move == "tweak-driver":
+        world.tweak_driver_template()
+    elif move == "delete-failed-driver":
+        for pod in world.running_or_failing_drivers():
+            if world.nodes[pod.node].state is State.FAILED:
+                world.delete_driver_pod(pod.uid)
     elif move == "request-upgrade":
         gpu = sorted(n.name for n in world.nodes.values() if n.gpu)
         world.request_upgrade(gpu[i % len(gpu)])

@@ -65,8 +65,11 @@ VALIDATOR_DS = "nvidia-operator-validator"
 VALIDATOR_APP = "nvidia-operator-validator"
 ZONE_KEY = "topology.kubernetes.io/zone"
 GPU_PRESENT = "nvidia.com/gpu.present"
-OLD_HASH, NEW_HASH, NEWER_HASH = "rev-old", "rev-new", "rev-newer"
+OLD_HASH, NEW_HASH, NEWER_HASH, TWEAK_HASH = "rev-old", "rev-new", "rev-newer", "rev-tweak"
 VERSIONS = {OLD_HASH: "535.104.05", NEW_HASH: "550.54.15", NEWER_HASH: "550.90.07"}
+# DRIVER_CONFIG_DIGEST per revision: what installs the driver. A tweak (a label or toleration of the
+# template changed) is a new revision with the digest and version of the one before it.
+DIGESTS = {OLD_HASH: "digest-535", NEW_HASH: "digest-550", NEWER_HASH: "digest-550-90"}
 CUDA_LABELS = ("nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver.minor", "nvidia.com/cuda.driver.rev")
 JOB_APP = "batch-job"
 JOB_SELECTOR = f"app={JOB_APP}"
@@ -168,6 +171,7 @@ class WPod:
     terminating: bool = False
     empty_dir: bool = False
     waiting_reason: str | None = None
+    digest: str | None = None  # a driver pod's DRIVER_CONFIG_DIGEST
 
     @property
     def key(self) -> str:
@@ -232,6 +236,9 @@ class World:
         self.events: list[Event] = []
         self.statuses: list[dict[str, Any]] = []
         self.revisions = [OLD_HASH, NEW_HASH]  # the driver DaemonSet's ControllerRevisions, newest last
+        self.versions = dict(VERSIONS)  # revision -> driver version
+        self.digests = dict(DIGESTS)  # revision -> DRIVER_CONFIG_DIGEST
+        self.kept_loaded: list[str] = []  # driver pods restarted with the module left loaded
         self.refused: dict[str, str] = {}  # uid of a pod a budget refused -> budget name
         self.actions: list[tuple[int, Action, Result]] = []  # (time, action, result) as applied
         self.auditors: list[Auditor] = []
@@ -334,6 +341,7 @@ class World:
                 owner_name=DRIVER_DS,
                 ready=False,
                 waiting_reason="ImagePullBackOff" if broken else "ContainerCreating",
+                digest=self.digests[revision],
             )
         )
 
@@ -415,6 +423,7 @@ class World:
             empty_dir=pod.empty_dir,
             mirror=False,
             waiting_reason=pod.waiting_reason,
+            config_digest=pod.digest,
         )
 
     def snapshot(self) -> Snapshot:
@@ -450,8 +459,9 @@ class World:
             node_selector={GPU_PRESENT: "true"},
             newest_hash=self.newest,
             newest_revision=len(self.revisions),
-            driver_version=VERSIONS[self.newest],
-            image=f"nvcr.io/nvidia/driver:{VERSIONS[self.newest]}",
+            driver_version=self.versions[self.newest],
+            image=f"nvcr.io/nvidia/driver:{self.versions[self.newest]}",
+            config_digest=self.digests[self.newest],
         )
         control = Control(
             paused=self.paused,
@@ -557,7 +567,10 @@ class World:
             self.pods.pop(pod.uid)  # a finished pod's deletion is immediate
             return
         pod.terminating = True
-        if pod.kind == DRIVER:
+        if pod.kind == DRIVER and pod.digest == self.digests[self.newest]:
+            # Nothing that installs the driver changed: the module stays loaded (restart-only).
+            self.kept_loaded.append(pod.key)
+        elif pod.kind == DRIVER:
             self._driver_down(pod.node)
 
     # ----- the driver on a node (what the GPU Operator, device plugin and GFD show) -------------------
@@ -573,7 +586,7 @@ class World:
     def _reload(self, node: WNode, revision: str) -> None:
         """A driver became Ready: GPUs come back, GFD relabels the running version, validators pass."""
         node.gpu_allocatable = GPUS
-        node.labels.update(dict(zip(CUDA_LABELS, VERSIONS[revision].split("."), strict=True)))
+        node.labels.update(dict(zip(CUDA_LABELS, self.versions[revision].split("."), strict=True)))
         for pod in self.pods_on(node.name):
             if pod.kind == VALIDATOR:
                 pod.ready = True
@@ -615,6 +628,9 @@ class World:
         pod.ready, pod.waiting_reason = True, None
         self._reload(self.nodes[pod.node], pod.labels[HASH_LABEL])
         self.seq += 1
+
+    def running_or_failing_drivers(self) -> list[WPod]:
+        return [p for p in self.pods.values() if p.kind == DRIVER and p.active]
 
     def running_drivers(self) -> list[WPod]:
         return [p for p in self.pods.values() if p.kind == DRIVER and p.active and p.ready]
@@ -708,8 +724,24 @@ class World:
     def new_driver_revision(self) -> None:
         """`kubectl apply` of a newer driver: the DaemonSet's newest ControllerRevision changes (OnDelete:
         no pod changes by itself)."""
-        if self.newest != NEWER_HASH:
+        if NEWER_HASH not in self.revisions:
             self.revisions.append(NEWER_HASH)
+            self.seq += 1
+
+    def tweak_driver_template(self) -> None:
+        """A label or toleration of the driver template changes (at most once): a new revision with
+        the same DRIVER_CONFIG_DIGEST, which the GPU Operator upgrades by restarting the driver only."""
+        if TWEAK_HASH not in self.revisions:
+            self.versions[TWEAK_HASH] = self.versions[self.newest]
+            self.digests[TWEAK_HASH] = self.digests[self.newest]
+            self.revisions.append(TWEAK_HASH)
+            self.seq += 1
+
+    def delete_driver_pod(self, uid: str) -> None:
+        """`kubectl delete pod` of a driver pod (the runbook's fix for a failed node)."""
+        pod = self.pods[uid]
+        if pod.active:
+            self._terminate(pod)
             self.seq += 1
 
     def set_skip(self, node: str, skip: bool) -> None:

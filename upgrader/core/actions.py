@@ -19,6 +19,7 @@ class Transition:
     target: State
     annotations: Mapping[str, str | None] = field(default_factory=dict)
     message: str = ""
+    trigger: str = field(default="", compare=False)  # the machine's trigger that produced it
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from upgrader.core.detect import upgrade_reason
 from upgrader.core.driver_selectors import DriverResource, gpu_nodes, selector_findings
 from upgrader.core.findings import BLOCKING, WARNING, Finding
+from upgrader.core.gpupods import gpu_pods as holding_gpus
 from upgrader.core.images import node_image_tag
 from upgrader.core.plan_findings import (
     Workload,
@@ -24,7 +26,7 @@ from upgrader.core.plan_findings import (
 )
 from upgrader.core.policy import Policy
 from upgrader.core.profiles import Profile
-from upgrader.core.rollout import fleet, upgrade_reason
+from upgrader.core.rollout import fleet
 from upgrader.core.schedule import canary_domain, domain_of, domain_order, is_unavailable, plan_starts
 from upgrader.core.selectors import parse_label_selector
 from upgrader.core.states import IN_PROGRESS, WAS_UNSCHEDULABLE, State
@@ -215,7 +217,7 @@ def _node_plan(
                 )
             )
     pods = snapshot.node_pods.get(node.name, [])
-    gpu_pods = [p for p in pods if p.gpus > 0 and not p.terminal and not p.mirror]
+    gpu_pods = [p for p in holding_gpus(pods, snapshot.gpu_claims) if not p.mirror]
     drain_pods = _drain_pods(pods, policy) if policy.drain.enable else []
     plan.gpu_pods = sorted(p.key for p in gpu_pods)
     plan.drain_pods = sorted(p.key for p in drain_pods if p not in gpu_pods)

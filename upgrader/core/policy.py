@@ -1,7 +1,8 @@
 """The upgrade policy: the GPU Operator's `driver.upgradePolicy` keys plus upgrader's additions.
 
 Defaults follow the Operator where it has one (maxParallelUpgrades 1, maxUnavailable 25%,
-pod deletion and drain timeouts 300 s, drain off, wait-for-completion without timeout).
+pod deletion and drain timeouts 300 s, drain off, wait-for-completion without timeout); a key left
+empty (`drain:` with nothing under it, YAML null) is the Operator's nil spec and takes them all.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 from enum import StrEnum
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from upgrader.core.selectors import LabelSelector, SelectorError, parse_label_selector
 
@@ -97,6 +98,9 @@ class OnNodeFailure(StrEnum):
     CONTINUE = "continue"
 
 
+_SECTIONS = ("wait_for_completion", "gpu_pod_deletion", "drain", "failure_domains", "validation", "pod_restart")
+
+
 class Policy(_Strict):
     auto_upgrade: bool = Field(True, alias="autoUpgrade", strict=True)
     max_parallel_upgrades: int = Field(1, alias="maxParallelUpgrades", ge=0, strict=True)  # 0: unlimited
@@ -113,6 +117,26 @@ class Policy(_Strict):
     pod_restart: PodRestart = Field(PodRestart(), alias="podRestart")
     on_blocked_timeout: OnBlockedTimeout = Field(OnBlockedTimeout.HALT, alias="onBlockedTimeout")
     on_node_failure: OnNodeFailure = Field(OnNodeFailure.HALT, alias="onNodeFailure")
+    # Ours: drain every node after its GPU pods are deleted. The GPU Operator drains only when GPU pod
+    # deletion cannot finish (and drain.enable is set), which is what upgrader does without this.
+    drain_every_node: bool = Field(False, alias="drainEveryNode", strict=True)
+
+    @field_validator(*_SECTIONS, mode="before")
+    @classmethod
+    def _null_is_default(cls, value: Any) -> Any:
+        """`drain:` with nothing under it is the Operator's nil spec: every default."""
+        return {} if value is None else value
+
+    @field_validator("drain_every_node")
+    @classmethod
+    def _drain_every_node_needs_drain(cls, value: bool, info: ValidationInfo) -> bool:
+        drain = info.data.get("drain")
+        if value and drain is not None and not drain.enable:
+            raise ValueError(
+                "needs drain.enable: true (the drain's podSelector, force, deleteEmptyDir and timeoutSeconds "
+                "come from drain)"
+            )
+        return value
 
     @field_validator("max_unavailable", mode="before")
     @classmethod
@@ -120,8 +144,8 @@ class Policy(_Strict):
         if isinstance(value, bool):
             raise ValueError('must be a number of nodes or a percentage like "25%"')
         if isinstance(value, int):
-            if value < 1:
-                raise ValueError(f"must be at least 1 (0 would never start a node), got {value}")
+            if value < 0:
+                raise ValueError(f"must not be negative, got {value}")
             return value
         text = str(value).strip()
         if text.isdigit():
@@ -130,16 +154,17 @@ class Policy(_Strict):
         if not match:
             raise ValueError(f'must be a number of nodes or a percentage like "25%", got {value!r}')
         pct = int(match.group(1))
-        if not 1 <= pct <= 100:
-            raise ValueError(f"percentage must be between 1% and 100%, got {text}")
+        if not 0 <= pct <= 100:
+            raise ValueError(f"percentage must be between 0% and 100%, got {text}")
         return text
 
     def max_unavailable_nodes(self, total: int) -> int:
-        """Scaled like the Operator: percentages of the managed nodes, rounded up, at least 1."""
+        """Scaled like the Operator: percentages of the managed nodes, rounded up. 0 (or 0%) is the
+        Operator's "only nodes already unavailable progress"."""
         if isinstance(self.max_unavailable, int):
             return self.max_unavailable
         pct = int(self.max_unavailable[:-1])
-        return max(1, math.ceil(pct * total / 100))
+        return math.ceil(pct * total / 100)
 
     def selector(self, text: str) -> LabelSelector:
         return parse_label_selector(text)

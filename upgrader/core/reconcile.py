@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from upgrader.core import rollout
-from upgrader.core.actions import Action, Outcome, Transition, WriteStatus
+from upgrader.core.actions import Action, Event, Outcome, Transition, WriteStatus
+from upgrader.core.detect import detect
+from upgrader.core.events import transition_events
 from upgrader.core.policy import Policy
 from upgrader.core.states import STATE_SINCE
 from upgrader.core.status import meaningful, phase_events, rollout_status
@@ -41,11 +43,16 @@ class _Pass:
         self.transitions: list[tuple[str, str, float | None]] = []
 
     def act(self, actions: list[Action]) -> list[Outcome]:
-        """Apply a batch; record the transitions that landed and fold them into the snapshot."""
+        """Apply a batch; record the transitions that landed and fold them into the snapshot.
+
+        Events go last and only for what landed: a node whose transition was refused (a conflict)
+        gets none of the batch's events, and every state change that landed gets its own.
+        """
         if not actions:
             return []
-        done = self.apply(actions)
-        self.outcomes.extend(done)
+        writes: list[Action] = [a for a in actions if not isinstance(a, Event)]
+        done = self.apply(writes) if writes else []
+        refused = {o.action.node for o in done if isinstance(o.action, Transition) and not o.ok}
         applied = [o.action for o in done if o.ok]
         for action in applied:
             if isinstance(action, Transition) and action.source is not None:
@@ -53,6 +60,11 @@ class _Pass:
                 self.transitions.append(
                     (action.source.value, action.target.value, None if since is None else self.now - since)
                 )
+        events: list[Action] = [a for a in actions if isinstance(a, Event) and a.node not in refused]
+        events += [e for a in applied if isinstance(a, Transition) for e in transition_events(a)]
+        if events and (done or not writes):  # none when the writes were not applied (lease lost)
+            done = done + self.apply(events)
+        self.outcomes.extend(done)
         self.snapshot = rollout.project(self.snapshot, applied)
         return done
 
@@ -62,7 +74,7 @@ def reconcile(snapshot: Snapshot, policy: Policy, now: float, apply: Apply) -> P
     waiting: list[dict[str, str]] = []
     disrupted: set[str] = set()  # PodDisruptionBudgets this pass spent on evictions
     if policy.auto_upgrade:
-        work.act(rollout.detect(work.snapshot, policy, now))
+        work.act(detect(work.snapshot, policy, now))
         for ctx, plan in rollout.plan_steps(work.snapshot, policy):
             attempted = work.act(list(plan.attempts))
             if plan.attempts and not attempted:

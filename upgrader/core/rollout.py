@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from upgrader.core.actions import Action, Annotate, Event, Evict, Outcome, Result, Transition
 from upgrader.core.machine import fire
+from upgrader.core.node_context import NodeContext, context, restart_only_digest
 from upgrader.core.policy import OnBlockedTimeout, OnNodeFailure, Policy
 from upgrader.core.runbooks import runbook_for
 from upgrader.core.schedule import Schedule, canary_domain, domain_of, plan_starts
@@ -24,13 +25,18 @@ from upgrader.core.states import (
     BLOCKED_SINCE,
     DRIVER_DELETED_AT,
     FAILED_AT,
+    FAILED_DRIVER_POD,
     FAILED_KIND,
     FAILED_REASON,
     FAILED_STATE,
+    FINISHED_OPERATOR_KEYS,
     GPU_BEFORE,
     IN_PROGRESS,
+    OPERATOR_INITIAL_UNSCHEDULABLE,
+    OPERATOR_TIMERS,
     PER_UPGRADE,
     REQUESTED_ANNOTATION,
+    RESTART_ONLY,
     SKIP_LABEL,
     STARTED_AT,
     STATE_SINCE,
@@ -38,7 +44,7 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
-from upgrader.core.steps import STEPS, Blocked, NodeContext, StepPlan, context, entry_annotations
+from upgrader.core.steps import STEPS, Blocked, StepPlan, entry_annotations
 from upgrader.core.timefmt import parse_or_none, rfc3339
 from upgrader.core.views import NodeView, Snapshot
 
@@ -76,43 +82,6 @@ def _fleet(snapshot: Snapshot) -> Fleet:
     return Fleet(managed, skipped, invalid)
 
 
-def upgrade_reason(snapshot: Snapshot, node: NodeView) -> str | None:
-    """Why the node needs an upgrade, or None when its driver is current."""
-    if node.annotations.get(REQUESTED_ANNOTATION) == "true":
-        return f"annotation {REQUESTED_ANNOTATION}=true"
-    if node.state is State.UPGRADE_REQUIRED and node.annotations.get(FAILED_AT):
-        # Relabelled after a failure: its driver pod may well be "current" and still broken.
-        return f"retrying after upgrade-failed: {node.annotations.get(FAILED_REASON, '(no reason recorded)')}"
-    for pod in snapshot.driver_pods.get(node.name, []):
-        if pod.terminating:
-            continue
-        ds = snapshot.driver_set_of(pod)
-        if ds is not None and ds.newest_hash and pod.revision_hash != ds.newest_hash:
-            return (
-                f"driver pod {pod.key} at revision {pod.revision_hash}, "
-                f"DaemonSet {ds.name} at {ds.newest_hash} (revision {ds.newest_revision})"
-            )
-    return None
-
-
-def detect(snapshot: Snapshot, policy: Policy, now: float) -> list[Action]:
-    """Label new nodes, and move idle nodes between upgrade-done and upgrade-required."""
-    actions: list[Action] = []
-    stamp = {STATE_SINCE: rfc3339(now)}
-    for node in fleet(snapshot).managed:
-        reason = upgrade_reason(snapshot, node)
-        if node.state is None:
-            target = State.UPGRADE_REQUIRED if reason else State.DONE
-            actions.append(Transition(node.name, None, target, stamp, reason or "driver is current"))
-        elif node.state is State.DONE and reason:
-            actions.append(fire(node.name, node.state, "require", annotations=stamp, message=reason))
-        elif node.state is State.UPGRADE_REQUIRED and not reason:
-            actions.append(fire(node.name, node.state, "up_to_date", annotations=stamp, message="driver is current"))
-        elif node.state not in IN_PROGRESS and _clear_if_blocked(node):
-            actions.append(Annotate(node.name, CLEAR_BLOCK))  # left over from a hand relabel
-    return actions
-
-
 def plan_steps(snapshot: Snapshot, policy: Policy) -> list[tuple[NodeContext, StepPlan]]:
     out = []
     for node in fleet(snapshot).managed:
@@ -137,9 +106,12 @@ def conclude(
         plan.waiting = spent if not plan.waiting else f"{plan.waiting}; {spent}"
     entered = parse_or_none(node.annotations.get(plan.clock)) or now
     timed_out = plan.timeout > 0 and now - entered >= plan.timeout
+    if plan.fallback and blocked is not None and (timed_out or (plan.hopeless and plan.blocked is not None)):
+        return fallback(ctx, plan, blocked.reason, now)
     if blocked is not None:
         if timed_out and policy.on_blocked_timeout is OnBlockedTimeout.FAIL:
-            return fail(node, blocked.kind, f"{blocked.reason}; blocked past the {plan.timeout}s timeout", now)
+            reason = f"{blocked.reason}; blocked past the {plan.timeout}s timeout"
+            return fail(node, blocked.kind, reason, now, ready_driver_uid(ctx))
         suffix = f" (past the {plan.timeout}s timeout)" if timed_out else ""
         return block(node, Blocked(blocked.kind, blocked.reason + suffix), now)
     if any(o.result in (Result.ERROR, Result.CONFLICT) for o in outcomes):
@@ -148,13 +120,16 @@ def conclude(
         # This pass started something with its own clock (the driver restart): start that clock.
         # Not when every attempt found its pod gone already: a restart that keeps "deleting" a pod
         # nobody can find must still run into its timeout.
-        return [Annotate(node.name, {plan.stamp_on_success: rfc3339(now), **_clear_if_blocked(node)})]
+        return [Annotate(node.name, {plan.stamp_on_success: rfc3339(now), **clear_if_blocked(node)})]
     if plan.trigger is not None:
         annotations = {STATE_SINCE: rfc3339(now), **CLEAR_BLOCK}
-        target_probe = fire(node.name, node.state, plan.trigger, policy.drain.enable)
+        # The Operator's timers of a state taken over from it are honoured until the node leaves it.
+        annotations.update({key: None for key in OPERATOR_TIMERS if key in node.annotations})
+        target_probe = fire(node.name, node.state, plan.trigger, ctx.flags)
         annotations.update(entry_annotations(target_probe.target, ctx))
         if target_probe.target is State.DONE:
             annotations.update({key: None for key in PER_UPGRADE})
+            annotations.update({key: None for key in FINISHED_OPERATOR_KEYS if key in node.annotations})
             annotations[REQUESTED_ANNOTATION] = None
             annotations[STATE_SINCE] = rfc3339(now)
         return [
@@ -165,12 +140,15 @@ def conclude(
             )
         ]
     if timed_out and plan.waiting:
+        if plan.fallback:
+            return fallback(ctx, plan, f"{plan.waiting} (past the {plan.timeout}s timeout)", now)
         if plan.fail_on_timeout or policy.on_blocked_timeout is OnBlockedTimeout.FAIL:
             return fail(
                 node,
                 _failure_kind(node.state, plan),
                 f"not done within the {plan.timeout}s timeout: {plan.waiting}",
                 now,
+                ready_driver_uid(ctx),
             )
         return block(
             node,
@@ -178,7 +156,7 @@ def conclude(
             now,
             since=node.annotations.get(STATE_SINCE),
         )
-    if _clear_if_blocked(node):
+    if clear_if_blocked(node):
         return [
             Annotate(node.name, CLEAR_BLOCK),
             Event(node.name, "Normal", f"no longer blocked in {node.state.value}"),
@@ -186,7 +164,30 @@ def conclude(
     return []
 
 
-def _clear_if_blocked(node: NodeView) -> dict[str, str | None]:
+# What a fallback transition says, by trigger.
+FALLBACKS = {
+    "deletion_failed": "GPU pod deletion cannot finish: {reason}; drain.enable is set, so the node is drained",
+}
+
+
+def fallback(ctx: NodeContext, plan: StepPlan, reason: str, now: float) -> list[Action]:
+    """The step cannot finish, and the policy names another way (GPU pod deletion -> drain)."""
+    assert ctx.node.state is not None and plan.fallback is not None
+    message = FALLBACKS[plan.fallback].format(reason=reason)
+    annotations = {STATE_SINCE: rfc3339(now), **CLEAR_BLOCK}
+    transition = fire(ctx.node.name, ctx.node.state, plan.fallback, ctx.flags, annotations, message)
+    return [transition, Event(ctx.node.name, "Warning", message)]
+
+
+def ready_driver_uid(ctx: NodeContext) -> str | None:
+    """The node's driver pod Ready at the newest revision, if any: a failure records it, and the node
+    recovers only once another one is (the driver changed since)."""
+    target = ctx.target_hash
+    ready = [p for p in ctx.driver_pods if not p.terminating and p.ready and target and p.revision_hash == target]
+    return ready[0].uid if ready else None
+
+
+def clear_if_blocked(node: NodeView) -> dict[str, str | None]:
     return dict(CLEAR_BLOCK) if node.annotations.get(BLOCKED_KIND) else {}
 
 
@@ -285,7 +286,8 @@ def block(node: NodeView, blocked: Blocked, now: float, since: str | None = None
     return [Annotate(node.name, wanted), Event(node.name, "Warning", message)]
 
 
-def fail(node: NodeView, kind: str, reason: str, now: float) -> list[Action]:
+def fail(node: NodeView, kind: str, reason: str, now: float, ready_driver: str | None = None) -> list[Action]:
+    """`ready_driver`: the driver pod Ready at the newest revision as the node fails (see recovery)."""
     assert node.state is not None
     stamp = rfc3339(now)
     transition = fire(
@@ -298,6 +300,7 @@ def fail(node: NodeView, kind: str, reason: str, now: float) -> list[Action]:
             FAILED_KIND: kind,
             FAILED_STATE: node.state.value,
             FAILED_REASON: reason,
+            FAILED_DRIVER_POD: ready_driver,
             **CLEAR_BLOCK,
         },
         message=reason,
@@ -322,28 +325,28 @@ def start_nodes(
         node = snapshot.nodes[name]
         ctx = context(snapshot, name, policy)
         before = node.annotations.get(GPU_BEFORE) or node.gpu_allocatable
+        foreign = node.annotations.get(WAS_UNSCHEDULABLE) or ("true" if node.unschedulable else "false")
+        digest = restart_only_digest(ctx)
         annotations: dict[str, str | None] = {
             STATE_SINCE: stamp,
             STARTED_AT: stamp,
-            WAS_UNSCHEDULABLE: node.annotations.get(WAS_UNSCHEDULABLE) or ("true" if node.unschedulable else "false"),
+            WAS_UNSCHEDULABLE: foreign,
+            # The Operator's record too, so the node stays cordoned should the Operator take it back.
+            OPERATOR_INITIAL_UNSCHEDULABLE: "true" if foreign == "true" else None,
             GPU_BEFORE: before,
             TARGET_REVISION: ctx.target_hash,
+            RESTART_ONLY: "true" if digest else None,
             FAILED_KIND: None,
             FAILED_STATE: None,
             FAILED_REASON: None,
             FAILED_AT: None,
+            FAILED_DRIVER_POD: None,
             DRIVER_DELETED_AT: None,
             **CLEAR_BLOCK,
         }
-        actions.append(
-            fire(
-                name,
-                State.UPGRADE_REQUIRED,
-                "start",
-                annotations=annotations,
-                message=f"starting upgrade in domain {schedule.current_domain}",
-            )
-        )
+        how = f"restart-only upgrade (DRIVER_CONFIG_DIGEST {digest} unchanged)" if digest else "upgrade"
+        message = f"starting {how} in domain {schedule.current_domain}"
+        actions.append(fire(name, State.UPGRADE_REQUIRED, "start", annotations=annotations, message=message))
     return schedule, actions
 
 

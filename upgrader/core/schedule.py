@@ -137,11 +137,12 @@ def plan_starts(
     waiting = None
     if not starts:
         nodes_word = "node" if unavailable == 1 else "nodes"
-        waiting = (
-            f"maxParallelUpgrades {parallel} reached"
-            if parallel and in_progress >= parallel
-            else f"maxUnavailable {max_unavailable} reached ({unavailable} {nodes_word} unavailable)"
-        )
+        if parallel and in_progress >= parallel:
+            waiting = f"maxParallelUpgrades {parallel} reached"
+        elif max_unavailable == 0:
+            waiting = "maxUnavailable 0: only nodes already unavailable (cordoned or NotReady) start"
+        else:
+            waiting = f"maxUnavailable {max_unavailable} reached ({unavailable} {nodes_word} unavailable)"
     return result(starts, current, waiting)
 
 

@@ -53,6 +53,15 @@ STATE_COUNT_KEYS = (*(s.value for s in State), UNLABELLED)
 STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
 SKIP_LABEL = "nvidia.com/gpu-driver-upgrade.skip"
 REQUESTED_ANNOTATION = "nvidia.com/gpu-driver-upgrade-requested"
+# A pod label: "true" keeps the pod out of every drain (the GPU Operator's own pod carries it).
+DRAIN_SKIP_LABEL = "nvidia.com/gpu-driver-upgrade-drain.skip"
+# The GPU Operator's bookkeeping on nodes, read so a rollout it started can be taken over: a node
+# someone else had cordoned (present: leave it cordoned; we write it too), and the start times of
+# its wait for jobs and of its validation (Unix seconds).
+OPERATOR_INITIAL_UNSCHEDULABLE = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
+OPERATOR_WAIT_START = "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time"
+OPERATOR_VALIDATION_START = "nvidia.com/gpu-driver-upgrade-validation-start-time"
+OPERATOR_TIMERS = (OPERATOR_WAIT_START, OPERATOR_VALIDATION_START)
 
 _A = "gpu-upgrader.io/"
 STATE_SINCE = _A + "state-since"  # when the node entered its current state (RFC 3339)
@@ -69,6 +78,10 @@ FAILED_KIND = _A + "failed-kind"  # image, driver-restart, validation, pdb, ...
 FAILED_STATE = _A + "failed-state"  # the state the node failed in
 FAILED_REASON = _A + "failed-reason"
 FAILED_AT = _A + "failed-at"
+# The driver pod (uid) that was Ready at the newest revision when the node failed: the node recovers
+# only once another one is (a failure with no such pod recovers once any is).
+FAILED_DRIVER_POD = _A + "failed-driver-pod"
+RESTART_ONLY = _A + "restart-only"  # "true": the driver's install configuration did not change
 
 # Annotations cleared when a node finishes (done) so the next upgrade starts clean.
 PER_UPGRADE = (
@@ -85,4 +98,8 @@ PER_UPGRADE = (
     FAILED_STATE,
     FAILED_REASON,
     FAILED_AT,
+    FAILED_DRIVER_POD,
+    RESTART_ONLY,
 )
+# Cleared as well when a node finishes: the Operator's marks, once they have been honoured.
+FINISHED_OPERATOR_KEYS = (OPERATOR_INITIAL_UNSCHEDULABLE, *OPERATOR_TIMERS)

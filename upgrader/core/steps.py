@@ -11,18 +11,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from upgrader.core.actions import Action, DeletePod, Evict, SetUnschedulable
-from upgrader.core.policy import Policy
-from upgrader.core.selectors import parse_label_selector
+from upgrader.core.node_context import NodeContext, same_install_config, superseded_driver_pods
+from upgrader.core.selectors import LabelSelector, parse_label_selector
 from upgrader.core.states import (
+    DRAIN_SKIP_LABEL,
     DRIVER_DELETED_AT,
     DRIVER_POD_UID,
     GPU_BEFORE,
+    OPERATOR_INITIAL_UNSCHEDULABLE,
+    RESTART_ONLY,
     STATE_SINCE,
     TARGET_REVISION,
     WAS_UNSCHEDULABLE,
     State,
 )
-from upgrader.core.views import DriverSet, NodeView, PdbView, PodView, Snapshot
+from upgrader.core.views import NodeView, PdbView, PodView
 
 
 @dataclass(frozen=True)
@@ -46,30 +49,8 @@ class StepPlan:
     clock: str = STATE_SINCE  # the annotation the timeout counts from
     stamp_on_success: str | None = None  # annotation set to `now` when the attempts succeed
     pdb_of: dict[str, PdbView] = field(default_factory=dict)  # evicted pod key -> its PDB
-
-
-@dataclass(frozen=True)
-class NodeContext:
-    node: NodeView
-    pods: list[PodView]  # everything on the node
-    driver_pods: list[PodView]
-    driver_set: DriverSet | None
-    pdbs: list[PdbView]
-    policy: Policy
-
-    @property
-    def target_hash(self) -> str | None:
-        """The driver DaemonSet's newest revision: the one this node is moving to (None: unknown)."""
-        return self.driver_set.newest_hash if self.driver_set else None
-
-
-def context(snapshot: Snapshot, name: str, policy: Policy) -> NodeContext:
-    driver_pods = snapshot.driver_pods.get(name, [])
-    live = [p for p in driver_pods if not p.terminating] or driver_pods
-    ds = snapshot.driver_set_of(live[0]) if live else None
-    if ds is None:
-        ds = next((d for d in snapshot.driver_sets if d.selects(snapshot.nodes[name])), None)
-    return NodeContext(snapshot.nodes[name], snapshot.node_pods.get(name, []), driver_pods, ds, snapshot.pdbs, policy)
+    fallback: str | None = None  # trigger fired when the step cannot finish (past its timeout)
+    hopeless: bool = False  # `blocked` can never clear by waiting: take the fallback at once
 
 
 def _pdb_for(pod: PodView, pdbs: list[PdbView]) -> PdbView | None:
@@ -138,6 +119,7 @@ def _evictions(
             verb = "uses" if len(scratch) == 1 else "use"
             reasons.append(f"{_names(scratch)} {verb} emptyDir (set {knob}.deleteEmptyDir to delete)")
         plan.blocked = Blocked(kind, "cannot evict: " + "; ".join(reasons))
+        plan.hopeless = True  # the policy forbids it: no wait changes that
         return plan
     for pod in pods:
         if not pod.terminating:
@@ -155,8 +137,8 @@ def gpu_pod_deletion(ctx: NodeContext) -> StepPlan:
     settings = ctx.policy.gpu_pod_deletion
     # DaemonSet pods would come straight back on the cordoned node; if one holds GPUs, the restart
     # step's check names it instead.
-    pods = [p for p in ctx.pods if p.gpus > 0 and not p.terminal and not p.mirror and p.owner_kind != "DaemonSet"]
-    return _evictions(
+    pods = [p for p in ctx.gpu_pods() if not p.mirror and p.owner_kind != "DaemonSet"]
+    plan = _evictions(
         ctx,
         pods,
         settings.force,
@@ -166,16 +148,15 @@ def gpu_pod_deletion(ctx: NodeContext) -> StepPlan:
         "gpu_pods_gone",
         settings.timeout_seconds,
     )
+    if ctx.policy.drain.enable:
+        plan.fallback = "deletion_failed"  # as in the GPU Operator: drain when deletion cannot finish
+    return plan
 
 
 def drain(ctx: NodeContext) -> StepPlan:
     settings = ctx.policy.drain
     selector = parse_label_selector(settings.pod_selector)
-    pods = [
-        p
-        for p in ctx.pods
-        if not p.terminal and not p.mirror and p.owner_kind != "DaemonSet" and selector.matches(p.labels)
-    ]
+    pods = [p for p in ctx.pods if drained(p, selector)]
     return _evictions(
         ctx,
         pods,
@@ -188,6 +169,17 @@ def drain(ctx: NodeContext) -> StepPlan:
     )
 
 
+def drained(pod: PodView, selector: LabelSelector) -> bool:
+    """A pod a drain evicts: selected, not a DaemonSet's or a mirror pod, not labelled to be skipped."""
+    return (
+        not pod.terminal
+        and not pod.mirror
+        and pod.owner_kind != "DaemonSet"
+        and pod.labels.get(DRAIN_SKIP_LABEL) != "true"
+        and selector.matches(pod.labels)
+    )
+
+
 def restart_driver(ctx: NodeContext) -> StepPlan:
     plan = StepPlan(ctx.node.name, timeout=ctx.policy.pod_restart.timeout_seconds, fail_on_timeout=True)
     target = ctx.target_hash
@@ -197,8 +189,12 @@ def restart_driver(ctx: NodeContext) -> StepPlan:
     stale = [p for p in live if p.uid == old_uid or p in superseded]
     if ctx.node.annotations.get(DRIVER_DELETED_AT):
         plan.clock = DRIVER_DELETED_AT  # the restart's own clock, not the time spent getting here
+    restart_only = "restart_only" in ctx.flags
+    if restart_only and stale and not all(same_install_config(p, ctx.driver_set) for p in stale):
+        plan.trigger = "config_changed"  # the driver will be reinstalled: its GPU pods go first
+        return plan
     if stale:
-        clients = [p for p in ctx.pods if p.gpus > 0 and not p.terminal]
+        clients = [] if restart_only else ctx.gpu_pods()
         if clients:
             verb = "holds" if len(clients) == 1 else "hold"
             plan.blocked = Blocked(
@@ -241,15 +237,6 @@ def validate(ctx: NodeContext) -> StepPlan:
     return plan
 
 
-def superseded_driver_pods(ctx: NodeContext) -> list[PodView]:
-    """Live driver pods at a revision older than the DaemonSet's newest: with OnDelete nothing
-    replaces them until they are deleted."""
-    target = ctx.target_hash
-    if target is None:
-        return []
-    return [p for p in ctx.driver_pods if not p.terminating and p.revision_hash != target]
-
-
 def validation_problems(ctx: NodeContext) -> list[str]:
     """Everything that says the new driver is not (yet) loaded and usable on the node."""
     problems = []
@@ -284,7 +271,9 @@ def driver_version_label(node: NodeView) -> str | None:
 
 def entry_annotations(target: State, ctx: NodeContext) -> dict[str, str | None]:
     """What a node records on entering `target`: the driver pod to replace and the revision to reach
-    on entering restart."""
+    on entering restart; a restart-only node sent back to wait for jobs forgets it was one."""
+    if target is State.WAIT_FOR_JOBS_REQUIRED and RESTART_ONLY in ctx.node.annotations:
+        return {RESTART_ONLY: None}
     if target is State.POD_RESTART_REQUIRED:
         live = [p for p in ctx.driver_pods if not p.terminating]
         return {
@@ -297,7 +286,11 @@ def entry_annotations(target: State, ctx: NodeContext) -> dict[str, str | None]:
 
 def uncordon(ctx: NodeContext) -> StepPlan:
     plan = StepPlan(ctx.node.name, trigger="uncordoned")
-    cordoned_by_someone_else = ctx.node.annotations.get(WAS_UNSCHEDULABLE) == "true"
+    annotations = ctx.node.annotations
+    # Ours, or the GPU Operator's record on a node taken over from it (present: not its cordon).
+    cordoned_by_someone_else = (
+        annotations.get(WAS_UNSCHEDULABLE) == "true" or OPERATOR_INITIAL_UNSCHEDULABLE in annotations
+    )
     if ctx.node.unschedulable and not cordoned_by_someone_else:
         plan.attempts.append(SetUnschedulable(ctx.node.name, False))
     return plan

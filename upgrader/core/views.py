@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from upgrader.core.gpupods import GpuClaims, is_gpu_resource
 from upgrader.core.selectors import LabelSelector, SelectorError, from_label_selector_object
 from upgrader.core.states import STATE_LABEL, State
 
@@ -39,6 +40,8 @@ class PodView:
     waiting_message: str | None = None
     images: tuple[str, ...] = ()
     affinity: Mapping[str, Any] | None = None  # spec.affinity, for nodeAffinity on driver labels
+    claims: tuple[str, ...] = ()  # the ResourceClaims it holds, "namespace/name"
+    config_digest: str | None = None  # DRIVER_CONFIG_DIGEST (driver pods of GPU Operator v26.3 and later)
 
     @property
     def key(self) -> str:
@@ -110,6 +113,8 @@ class DriverSet:
     newest_revision: int
     driver_version: str | None
     image: str | None
+    config_digest: str | None = None  # the template's DRIVER_CONFIG_DIGEST
+    images: tuple[str, ...] = ()  # the template's container images, in order
 
     def selects(self, node: NodeView) -> bool:
         return all(node.labels.get(k) == v for k, v in self.node_selector.items())
@@ -132,6 +137,8 @@ class Snapshot:
     pdbs: list[PdbView]
     driver_sets: list[DriverSet]
     control: Control = field(default_factory=Control)
+    # The ResourceClaims of the listed pods: allocated to an NVIDIA GPU or not (None: unreadable).
+    gpu_claims: GpuClaims = field(default_factory=dict)
     # Results derived from this snapshot alone (the fleet split), computed once: a pass asks for them
     # several times. Not copied by dataclasses.replace, so a changed snapshot starts empty.
     memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -158,15 +165,58 @@ def _gpu_count(amount: Any) -> int:
         return 1  # a GPU resource we cannot count still makes it a GPU pod
 
 
+def _gpu_amount(container: Any) -> int:
+    """GPUs and MIG slices one container asks for (the larger of request and limit per resource)."""
+    resources = (container.get("resources") if isinstance(container, Mapping) else None) or {}
+    amounts: dict[str, int] = {}
+    for side in ("requests", "limits"):
+        for name, value in (resources.get(side) or {}).items():
+            if is_gpu_resource(str(name)):
+                amounts[str(name)] = max(amounts.get(str(name), 0), _gpu_count(value))
+    return sum(amounts.values())
+
+
+def _claim_keys(namespace: str, spec: Obj, status: Obj) -> tuple[str, ...]:
+    """The ResourceClaims a pod holds: named ones, and those generated from a template once the
+    pod's status names them (a template claim not generated yet holds nothing)."""
+    generated = {
+        str(s.get("name")): s.get("resourceClaimName")
+        for s in status.get("resourceClaimStatuses") or []
+        if isinstance(s, Mapping)
+    }
+    keys = []
+    for ref in spec.get("resourceClaims") or []:
+        if not isinstance(ref, Mapping):
+            continue
+        name = ref.get("resourceClaimName") or generated.get(str(ref.get("name")))
+        if name:
+            keys.append(f"{namespace}/{name}")
+    return tuple(keys)
+
+
+DIGEST_ENV = "DRIVER_CONFIG_DIGEST"
+
+
+def config_digest(pod_spec: Any) -> str | None:
+    """The GPU Operator's DRIVER_CONFIG_DIGEST of a pod spec: the first non-empty value, init
+    containers first (where k8s-driver-manager carries it), as the Operator reads it."""
+    if not isinstance(pod_spec, Mapping):
+        return None
+    for container in (*(pod_spec.get("initContainers") or ()), *(pod_spec.get("containers") or ())):
+        for env in (container.get("env") if isinstance(container, Mapping) else None) or ():
+            if isinstance(env, Mapping) and env.get("name") == DIGEST_ENV and env.get("value"):
+                return str(env["value"])
+    return None
+
+
 def pod_view(obj: Obj) -> PodView:
     meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
-    gpus = 0
-    images = []
-    for container in spec.get("containers") or []:
-        images.append(str(container.get("image", "")))
-        resources = container.get("resources") or {}
-        amounts = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-        gpus += sum(_gpu_count(v) for k, v in amounts.items() if str(k).startswith(GPU))
+    images = [str(c.get("image", "")) for c in spec.get("containers") or []]
+    # Init containers run before the others (sidecars beside them): the pod holds the larger of the two.
+    gpus = max(
+        sum(_gpu_amount(c) for c in spec.get("containers") or []),
+        max((_gpu_amount(c) for c in spec.get("initContainers") or []), default=0),
+    )
     owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
     waiting = next(
@@ -178,8 +228,9 @@ def pod_view(obj: Obj) -> PodView:
         None,
     )
     annotations = _str_map(meta.get("annotations"))
+    namespace = str(meta.get("namespace", ""))
     return PodView(
-        namespace=str(meta.get("namespace", "")),
+        namespace=namespace,
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
         node=str(spec.get("nodeName") or ""),
@@ -197,6 +248,8 @@ def pod_view(obj: Obj) -> PodView:
         waiting_message=(waiting or {}).get("message"),
         images=tuple(images),
         affinity=spec.get("affinity") or None,
+        claims=_claim_keys(namespace, spec, status),
+        config_digest=config_digest(spec),
     )
 
 
@@ -265,4 +318,6 @@ def driver_set(ds: Obj, revisions: Sequence[Obj]) -> DriverSet:
         newest_revision=int(newest.get("revision", 0)) if newest else 0,
         driver_version=version,
         image=str(containers[0].get("image")) if containers else None,
+        config_digest=config_digest(template.get("spec")),
+        images=tuple(str(c.get("image", "")) for c in containers),
     )

@@ -10,10 +10,11 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from upgrader.config import Settings
+from upgrader.core.gpupods import GpuClaims, claim_index
 from upgrader.core.steps import NEEDS_PODS
 from upgrader.core.timefmt import parse_or_none
 from upgrader.core.views import Control, PodView, Snapshot, driver_set, node_view, pdb_view, pod_view
-from upgrader.kube.api import KubeApi
+from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache, watch_paths
 from upgrader.kube.informer import Entry, Informer, object_key, version_of
 
@@ -79,9 +80,7 @@ def _take(api: KubeApi, settings: Settings, cache: ClusterCache | None, fresh: b
     daemonsets = api.list(
         f"/apis/apps/v1/namespaces/{ns}/daemonsets", label_selector=settings.driver_daemonset_selector
     ).get("items", [])
-    revisions = (
-        api.list(f"/apis/apps/v1/namespaces/{ns}/controllerrevisions").get("items", []) if daemonsets else []
-    )
+    revisions = api.list(f"/apis/apps/v1/namespaces/{ns}/controllerrevisions").get("items", []) if daemonsets else []
     pod_entries = _read(api, pods_path, pods_selector, pod_view, cache.driver_pods if cache else None, fresh)
     pdb_items = api.list("/apis/policy/v1/poddisruptionbudgets").get("items", [])
     pdbs = cache.pdb_views(pdb_items) if cache else [v for p in pdb_items if (v := pdb_view(p)) is not None]
@@ -101,8 +100,26 @@ def _take(api: KubeApi, settings: Settings, cache: ClusterCache | None, fresh: b
         pdbs=pdbs,
         driver_sets=[driver_set(d, revisions) for d in daemonsets],
         control=control,
+        gpu_claims=read_gpu_claims(api, [p for pods in node_pods.values() for p in pods]),
     )
     return snapshot, raw_nodes
+
+
+CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
+
+
+def read_gpu_claims(api: KubeApi, pods: list[PodView]) -> GpuClaims:
+    """Which ResourceClaims of `pods` NVIDIA's DRA driver allocated: one LIST, only when a pod holds
+    a claim. None when they cannot be read (no resource.k8s.io/v1 on the server, or no permission):
+    every claim then counts as a GPU claim, as in the GPU Operator."""
+    if not any(p.claims for p in pods):
+        return {}
+    try:
+        return claim_index(api.list(CLAIMS_PATH).get("items", []))
+    except ApiError as exc:
+        if exc.status in (403, 404):
+            return None
+        raise
 
 
 def _read(

@@ -1,18 +1,23 @@
 """The GPU driver's life on a node, as the GPU Operator and GPU Feature Discovery show it.
 
 A driver DaemonSet is one labelled `app.kubernetes.io/component=nvidia-driver`. While its pod on a
-node is gone, the node's `nvidia.com/gpu` allocatable is 0 and validators are not Ready; a Ready
-driver restores allocatable, relabels the running driver version (as GFD would) and lets
-validators turn Ready. A driver stopping while GPU pods still run on the node is an incident.
+node is gone, the node's GPU allocatable (`nvidia.com/gpu` and MIG slices `nvidia.com/mig-*`) is 0
+and validators are not Ready; a Ready driver restores allocatable, relabels the running driver
+version (as GFD would) and lets validators turn Ready. A driver stopping while pods still hold GPUs
+on the node (GPU or MIG resources, or a DRA claim NVIDIA's driver allocated) is an incident.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from typing import Any
 
+from upgrader.core.gpupods import claim_allocated_gpu, is_gpu_resource
+from upgrader.core.views import DIGEST_ENV, config_digest
 from upgrader.sim.kubelet import report_ready
-from upgrader.sim.podutil import gpu_request, is_ready, is_terminal, is_terminating, node_of
+from upgrader.sim.podutil import CLAIMS, claim_names, gpu_request, is_ready, is_terminal, is_terminating, node_of
 from upgrader.sim.settings import DRIVER_COMPONENT, DRIVER_COMPONENT_LABEL, GPU, VALIDATOR_APP, SimSettings
 from upgrader.sim.store import Store
 
@@ -22,6 +27,31 @@ DRIVER_VERSION_LABELS = (
     "nvidia.com/cuda.driver.minor",
     "nvidia.com/cuda.driver.rev",
 )
+
+
+def compute_config_digest(template: Obj) -> str:
+    """A digest of what installs the driver (images, commands, arguments, env, mounts, volumes), not of
+    labels, tolerations or resources: the GPU Operator's DRIVER_CONFIG_DIGEST, in our own encoding
+    (only equality between a pod and its DaemonSet's template matters)."""
+    spec = template.get("spec") or {}
+    parts = {
+        "containers": [
+            {
+                "image": c.get("image"),
+                "command": c.get("command"),
+                "args": c.get("args"),
+                "env": sorted(
+                    (str(e.get("name")), str(e.get("value")))
+                    for e in c.get("env") or []
+                    if e.get("name") != DIGEST_ENV and "value" in e
+                ),
+                "mounts": sorted(json.dumps(m, sort_keys=True) for m in c.get("volumeMounts") or []),
+            }
+            for c in (*(spec.get("initContainers") or []), *(spec.get("containers") or []))
+        ],
+        "volumes": sorted(json.dumps(v, sort_keys=True) for v in spec.get("volumes") or []),
+    }
+    return str(int(hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:8], 16))
 
 
 def is_driver_daemonset(ds: Obj) -> bool:
@@ -46,8 +76,11 @@ class DriverLifecycle:
         self.daemonset_of = daemonset_of  # the DaemonSet controlling a pod, if it still exists
         self.pods = store.type("", "v1", "pods")
         self.nodes = store.type("", "v1", "nodes")
+        self.claims = store.type(*CLAIMS)
         # Driver restarts that happened while GPU workloads still ran on the node.
         self.incidents: list[str] = []
+        # Driver pods restarted with their configuration unchanged: the module stayed loaded.
+        self.kept_loaded: list[str] = []
 
     def ready(self, ds: Obj, node_name: str) -> None:
         """A driver pod turned Ready: GPUs and the driver-version labels come back, then validators."""
@@ -68,15 +101,20 @@ class DriverLifecycle:
         )
 
     def stopping(self, ds: Obj, pod: Obj) -> None:
-        """A DaemonSet pod is going; if it is a driver, the node loses its GPUs and validation."""
+        """A DaemonSet pod is going; if it is a driver, the node loses its GPUs and validation.
+
+        Unless the DaemonSet's template carries the pod's own DRIVER_CONFIG_DIGEST: nothing that
+        installs the driver changed, so (as the GPU Operator's driver containers do) the module stays
+        loaded across the pod's restart and GPU pods keep running.
+        """
         if not is_driver_daemonset(ds):
             return
         node_name = node_of(pod)
-        busy = [
-            p["metadata"]["name"]
-            for p in self.store.pods_on(node_name)
-            if gpu_request(p) and not is_terminal(p)
-        ]
+        digest = config_digest(pod.get("spec"))
+        if digest is not None and digest == config_digest(((ds.get("spec") or {}).get("template") or {}).get("spec")):
+            self.kept_loaded.append(f"{node_name}: driver pod {pod['metadata']['name']}")
+            return
+        busy = [p["metadata"]["name"] for p in self.store.pods_on(node_name) if self.holds_gpu(p)]
         if busy:
             self.incidents.append(
                 f"driver pod {pod['metadata']['name']} stopped on {node_name} while GPU pods ran: "
@@ -84,6 +122,20 @@ class DriverLifecycle:
             )
         self.store.mutate(self.nodes, None, node_name, _zero_allocatable)
         self.refresh_validators(node_name)
+
+    def holds_gpu(self, pod: Obj) -> bool:
+        """A live pod with GPU or MIG resources, or a ResourceClaim of NVIDIA's DRA driver (a claim
+        that is gone counts: it may have been deleted under a running pod)."""
+        if is_terminal(pod):
+            return False
+        if gpu_request(pod):
+            return True
+        ns = pod["metadata"]["namespace"]
+        for name in claim_names(pod):
+            claim = self.store.find(self.claims, ns, name)
+            if claim is None or claim_allocated_gpu(claim):
+                return True
+        return False
 
     def refresh_validators(self, node_name: str) -> None:
         """Validators are Ready exactly when the node's driver pod is Ready and the node is sound."""
@@ -110,10 +162,15 @@ class DriverLifecycle:
 
 def _restore_allocatable(node: Obj) -> None:
     status = node.setdefault("status", {})
-    capacity = (status.get("capacity") or {}).get(GPU)
-    if capacity is not None:
-        status.setdefault("allocatable", {})[GPU] = capacity
+    allocatable = status.setdefault("allocatable", {})
+    for resource, amount in (status.get("capacity") or {}).items():
+        if is_gpu_resource(resource):
+            allocatable[resource] = amount
 
 
 def _zero_allocatable(node: Obj) -> None:
-    node.setdefault("status", {}).setdefault("allocatable", {})[GPU] = "0"
+    status = node.setdefault("status", {})
+    allocatable = status.setdefault("allocatable", {})
+    for resource in {GPU, *(status.get("capacity") or {}), *allocatable}:
+        if is_gpu_resource(resource):
+            allocatable[resource] = "0"

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from upgrader.core.views import DIGEST_ENV
+from upgrader.sim.driver import compute_config_digest
 from upgrader.sim.settings import DRIVER_COMPONENT, DRIVER_COMPONENT_LABEL, GPU, VALIDATOR_APP
 
 if TYPE_CHECKING:
@@ -112,7 +114,36 @@ def driver_daemonset(kernel: str, version: str) -> Obj:
     }
 
 
+def with_mig(node: Obj, profile: str = "1g.10gb", slices: int = 7, partitioned_gpus: int = 1) -> Obj:
+    """`node` with `partitioned_gpus` of its GPUs split into MIG slices (GFD's mixed strategy): each
+    such GPU leaves `nvidia.com/gpu` and gives `slices` of `nvidia.com/mig-<profile>`."""
+    status = node["status"]
+    for side in ("capacity", "allocatable"):
+        amounts = status[side]
+        amounts[GPU] = str(int(amounts.get(GPU, "0")) - partitioned_gpus)
+        amounts[f"nvidia.com/mig-{profile}"] = str(slices * partitioned_gpus)
+    labels = node["metadata"]["labels"]
+    labels.update({"nvidia.com/mig.strategy": "mixed", "nvidia.com/mig.capable": "true"})
+    labels["nvidia.com/mig.config"] = f"all-{profile}"
+    return node
+
+
 def driver_template(kernel: str, version: str) -> Obj:
+    """The driver pod template as the GPU Operator renders it, DRIVER_CONFIG_DIGEST included."""
+    return operator_render(_driver_template(kernel, version))
+
+
+def operator_render(template: Obj) -> Obj:
+    """Set DRIVER_CONFIG_DIGEST on the driver containers from their install-relevant configuration,
+    as the GPU Operator does whenever it renders the driver DaemonSet."""
+    digest = compute_config_digest(template)
+    for container in (template.get("spec") or {}).get("containers") or []:
+        env = [e for e in container.get("env") or [] if e.get("name") != DIGEST_ENV]
+        container["env"] = [*env, {"name": DIGEST_ENV, "value": digest}]
+    return template
+
+
+def _driver_template(kernel: str, version: str) -> Obj:
     return {
         "metadata": {
             "labels": {

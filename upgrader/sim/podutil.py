@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from upgrader.core.gpupods import is_gpu_resource
+
 Obj = dict[str, Any]
 
-GPU_RESOURCE_PREFIX = "nvidia.com/gpu"
+CLAIMS = ("resource.k8s.io", "v1", "resourceclaims")
 
 
 def is_ready(pod: Obj) -> bool:
@@ -28,19 +30,43 @@ def node_of(pod: Obj) -> str:
     return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
-def gpu_request(pod: Obj) -> int:
-    """GPUs (any `nvidia.com/gpu*` resource) the pod's containers request or are limited to."""
-    total = 0
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        amounts: dict[str, Any] = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-        for name, amount in amounts.items():
-            if name.startswith(GPU_RESOURCE_PREFIX):
-                try:
-                    total += int(str(amount))
-                except ValueError:
-                    total += 1
+def _amounts(container: Obj) -> dict[str, int]:
+    resources = container.get("resources") or {}
+    out: dict[str, int] = {}
+    for name, amount in {**(resources.get("requests") or {}), **(resources.get("limits") or {})}.items():
+        if is_gpu_resource(name):
+            try:
+                out[name] = int(str(amount))
+            except ValueError:
+                out[name] = 1
+    return out
+
+
+def gpu_requests(pod: Obj) -> dict[str, int]:
+    """Per GPU resource (`nvidia.com/gpu*`, `nvidia.com/mig-*`), what the pod holds: its containers'
+    sum, or an init container's larger amount."""
+    spec = pod.get("spec") or {}
+    total: dict[str, int] = {}
+    for container in spec.get("containers") or []:
+        for name, amount in _amounts(container).items():
+            total[name] = total.get(name, 0) + amount
+    for container in spec.get("initContainers") or []:
+        for name, amount in _amounts(container).items():
+            total[name] = max(total.get(name, 0), amount)
     return total
+
+
+def gpu_request(pod: Obj) -> int:
+    """GPUs and MIG slices the pod holds, all resources together."""
+    return sum(gpu_requests(pod).values())
+
+
+def claim_names(pod: Obj) -> list[str]:
+    """The ResourceClaims a pod holds (named, or generated from a template once its status says so)."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    generated = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
+    names = [ref.get("resourceClaimName") or generated.get(ref.get("name")) for ref in spec.get("resourceClaims") or []]
+    return [n for n in names if n]
 
 
 def owner(pod: Obj, kind: str | None = None) -> Obj | None:
@@ -55,9 +81,7 @@ def set_ready(pod: Obj, ready: bool, now: str, reason: str | None = None) -> Non
     """Set the Ready and ContainersReady conditions and every container's `ready` flag."""
     status = pod.setdefault("status", {})
     value = "True" if ready else "False"
-    conditions = [
-        c for c in status.get("conditions") or [] if c.get("type") not in ("Ready", "ContainersReady")
-    ]
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") not in ("Ready", "ContainersReady")]
     for ctype in ("ContainersReady", "Ready"):
         cond: Obj = {"type": ctype, "status": value, "lastProbeTime": None, "lastTransitionTime": now}
         if not ready and reason:

@@ -129,6 +129,8 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     ),
     _t("events.k8s.io", "v1", "events", "Event", True, short_names=("ev",)),
     _t("coordination.k8s.io", "v1", "leases", "Lease", True),
+    # Dynamic Resource Allocation: claims a DRA driver allocates (NVIDIA's is gpu.nvidia.com).
+    _t("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, subresources=("status",)),
     _t(
         "apiextensions.k8s.io",
         "v1",
@@ -218,9 +220,7 @@ def crd_types(crd: dict[str, Any]) -> list[ResourceType]:
                 namespaced=spec.get("scope", "Namespaced") == "Namespaced",
                 singular=names.get("singular", ""),
                 short_names=tuple(names.get("shortNames") or ()),
-                subresources=("status",)
-                if (version.get("subresources") or {}).get("status") is not None
-                else (),
+                subresources=("status",) if (version.get("subresources") or {}).get("status") is not None else (),
             )
         )
     return out

@@ -138,9 +138,7 @@ def _daemonset(obj: Obj, now: float) -> list[Any]:
         ",".join(c.get("image", "") for c in containers),
         ",".join(
             f"{k}={v}"
-            for k, v in sorted(
-                (((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}).items()
-            )
+            for k, v in sorted((((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}).items())
         ),
     ]
 
@@ -196,6 +194,21 @@ def _configmap(obj: Obj, now: float) -> list[Any]:
         len(obj.get("data") or {}) + len(obj.get("binaryData") or {}),
         age(obj, now),
     ]
+
+
+def _resource_claim(obj: Obj, now: float) -> list[Any]:
+    """STATE as kube's printer writes it: deleted, allocated, reserved, or pending."""
+    status = obj.get("status") or {}
+    states = [
+        word
+        for word, present in (
+            ("deleted", obj["metadata"].get("deletionTimestamp")),
+            ("allocated", status.get("allocation")),
+            ("reserved", status.get("reservedFor")),
+        )
+        if present
+    ]
+    return [obj["metadata"]["name"], ",".join(states) or "pending", age(obj, now)]
 
 
 def _default(obj: Obj, now: float) -> list[Any]:
@@ -282,6 +295,7 @@ TABLES: dict[str, tuple[list[Column], Cells]] = {
     "Lease": ([("Name", S, 0), ("Holder", S, 0), ("Age", S, 0)], _lease),
     "Namespace": ([("Name", S, 0), ("Status", S, 0), ("Age", S, 0)], _namespace),
     "ConfigMap": ([("Name", S, 0), ("Data", N, 0), ("Age", S, 0)], _configmap),
+    "ResourceClaim": ([("Name", S, 0), ("State", S, 0), ("Age", S, 0)], _resource_claim),
 }
 DEFAULT_TABLE: tuple[list[Column], Cells] = ([("Name", S, 0), ("Age", S, 0)], _default)
 

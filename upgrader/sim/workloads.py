@@ -3,7 +3,8 @@
 A pod owned by a ReplicaSet or StatefulSet that is deleted is replaced at once by a Pending,
 unscheduled pod (so PodDisruptionBudgets keep counting it as expected but not healthy). The
 scheduler binds pending pods to a Ready, schedulable node whose nodeSelector matches and whose free
-`nvidia.com/gpu` covers the request; the pod turns Ready after `workload_ready_delay`.
+`nvidia.com/gpu` and MIG slices (`nvidia.com/mig-*`) cover the request; the pod turns Ready after
+`workload_ready_delay`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from upgrader.core.selectors import node_selector_matches
 from upgrader.sim.clock import rfc3339
-from upgrader.sim.podutil import gpu_request, is_terminal, set_ready
+from upgrader.sim.podutil import gpu_requests, is_terminal, set_ready
 from upgrader.sim.settings import GPU, SimSettings
 from upgrader.sim.store import Store
 from upgrader.sim.watch import Change
@@ -49,11 +50,7 @@ class WorkloadController:
 
     def _replace(self, gone: Obj, owner: Obj) -> None:
         meta = gone["metadata"]
-        name = (
-            meta["name"]
-            if owner["kind"] == "StatefulSet"
-            else f"{owner['name']}-{self.store.random_suffix()}"
-        )
+        name = meta["name"] if owner["kind"] == "StatefulSet" else f"{owner['name']}-{self.store.random_suffix()}"
         spec = copy.deepcopy(gone.get("spec") or {})
         spec.pop("nodeName", None)
         pod = {
@@ -72,9 +69,12 @@ class WorkloadController:
         self.store.create(self.pods, meta["namespace"], pod)
         self.store.scheduler.after(0, "schedule pending pods", self.schedule_pending)
 
-    def free_gpus(self, node: Obj) -> int:
-        allocatable = ((node.get("status") or {}).get("allocatable") or {}).get(GPU, "0")
-        used = sum(gpu_request(p) for p in self.store.pods_on(node["metadata"]["name"]) if not is_terminal(p))
+    def free(self, node: Obj, resource: str = GPU) -> int:
+        """Allocatable `resource` (nvidia.com/gpu, a MIG slice) not held by the node's live pods."""
+        allocatable = ((node.get("status") or {}).get("allocatable") or {}).get(resource, "0")
+        used = sum(
+            gpu_requests(p).get(resource, 0) for p in self.store.pods_on(node["metadata"]["name"]) if not is_terminal(p)
+        )
         try:
             return int(allocatable) - used
         except ValueError:
@@ -82,16 +82,12 @@ class WorkloadController:
 
     def _fits(self, node: Obj, pod: Obj) -> bool:
         status = node.get("status") or {}
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
-        )
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
         if not ready or (node.get("spec") or {}).get("unschedulable"):
             return False
-        if not node_selector_matches(
-            (pod.get("spec") or {}).get("nodeSelector"), node["metadata"].get("labels") or {}
-        ):
+        if not node_selector_matches((pod.get("spec") or {}).get("nodeSelector"), node["metadata"].get("labels") or {}):
             return False
-        return self.free_gpus(node) >= gpu_request(pod)
+        return all(self.free(node, resource) >= amount for resource, amount in gpu_requests(pod).items())
 
     def schedule_pending(self) -> None:
         """Bind every pending workload pod that fits somewhere; retry later while some do not."""
@@ -108,12 +104,10 @@ class WorkloadController:
             if not nodes:
                 self._retry_pending = True
                 continue
-            best = min(nodes, key=lambda n: (-self.free_gpus(n), n["metadata"]["name"]))
+            best = min(nodes, key=lambda n: (-self.free(n), n["metadata"]["name"]))
             self._bind(pod, best["metadata"]["name"])
         if self._retry_pending:
-            self.store.scheduler.after(
-                self.settings.workload_ready_delay, "retry pending pods", self.schedule_pending
-            )
+            self.store.scheduler.after(self.settings.workload_ready_delay, "retry pending pods", self.schedule_pending)
 
     def _bind(self, pod: Obj, node_name: str) -> None:
         ns, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
