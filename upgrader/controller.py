@@ -16,6 +16,7 @@ from upgrader.core.reconcile import reconcile
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.apply import Applier
 from upgrader.kube.cache import ClusterCache
+from upgrader.kube.events import EventRecorder
 from upgrader.kube.leader import LeaderElector
 from upgrader.kube.snapshot import take
 
@@ -96,6 +97,7 @@ class Controller:
         # LIST rather than trust the cache (set on the first pass, and on any pass that starts
         # without a fresh lease).
         self.fresh_reads = True
+        self.events = EventRecorder(api, settings)  # counts repeated Events across passes
 
     def reconcile(self) -> PassReport:
         """One pass. Never sleeps on the cluster: waits are states with start times on the nodes."""
@@ -125,7 +127,7 @@ class Controller:
         snapshot, raw_nodes = take(self.api, self.settings, cache, self.fresh_reads)
         self.fresh_reads = False
         observe = cache.observe if cache is not None else None
-        writer = _Writer(self, Applier(self.api, self.settings, raw_nodes, now, observe))
+        writer = _Writer(self, Applier(self.api, self.settings, raw_nodes, now, observe, self.events))
         result = reconcile(snapshot, self.policy, now, writer.apply)
         leading = self.leading()
         return PassReport(

@@ -94,6 +94,22 @@ def test_pods_the_policy_may_not_delete_send_the_node_to_drain_at_once(pods: lis
     assert warning[0].message.endswith("drain.enable is set, so the node is drained")
 
 
+def test_the_gpu_pods_it_may_delete_go_first_then_the_drain_takes_the_rest() -> None:
+    """Ours: the Operator evicts none when one cannot go; evicting the rest first leaves a narrow
+    drain.podSelector (NVIDIA's advice) only the pods deletion could not take."""
+    solo, web = gpu_pod("solo", owner=None), gpu_pod("train-0", uid="u-train")
+    plan, actions = run_step(_deletion(solo, web), pol=policy(**DRAIN), now=T0 + 5)
+    assert [a.uid for a in plan.attempts if isinstance(a, Evict)] == ["u-train"]
+    assert not any(isinstance(a, Transition) for a in actions)
+    assert plan.waiting == (
+        "cannot evict: default/solo not managed by a controller (set gpuPodDeletion.force to delete); the rest go first"
+    )
+    _, actions = run_step(_deletion(solo, gpu_pod("train-0", terminating=True)), pol=policy(**DRAIN), now=T0 + 6)
+    assert not any(isinstance(a, Transition) for a in actions)  # still terminating
+    _, actions = run_step(_deletion(solo), pol=policy(**DRAIN), now=T0 + 7)
+    assert transition(actions).target is S.DRAIN_REQUIRED
+
+
 def test_without_drain_the_same_pods_halt_the_rollout_as_before() -> None:
     _, actions = run_step(_deletion(gpu_pod("solo", owner=None)), now=T0 + 5)
     assert not any(isinstance(a, Transition) for a in actions)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +31,7 @@ FAST_SIM = {
     "validator_ready_delay": 0.2,
     "job_replace_delay": 0.2,
     "workload_ready_delay": 0.3,
+    "image_pull_backoff": 0.5,
 }
 FAST_POLICY: dict[str, Any] = {
     "maxParallelUpgrades": 2,
@@ -103,6 +107,18 @@ class Rollout:
         node = self.cluster.get("nodes", name)
         assert node is not None
         return node
+
+    def kubectl(self, *args: str) -> str:
+        """Real kubectl against the emulator: its stdout, after checking it exited 0."""
+        binary = shutil.which("kubectl")
+        if binary is None:
+            pytest.skip("kubectl not installed (not on PATH)")
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        done = subprocess.run(
+            [binary, "--kubeconfig", str(self.kubeconfig), *args], capture_output=True, text=True, timeout=30, env=env
+        )
+        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+        return done.stdout
 
     def events_for(self, node: str) -> list[dict[str, Any]]:
         return [

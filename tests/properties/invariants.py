@@ -232,8 +232,13 @@ class Audit:
         ]
         timeout = deletion.timeout_seconds
         timed_out = timeout > 0 and world.now - node.label_since >= timeout
-        if not forbidden and not timed_out:
-            self._bad(world, f"{node.name} fell back to a drain {world.now - node.label_since}s into pod deletion")
+        # Before its timeout the deletion gives up only once every GPU pod left is one it may not delete.
+        if not timed_out and (not forbidden or sorted(forbidden) != sorted(left)):
+            self._bad(
+                world,
+                f"{node.name} fell back to a drain {world.now - node.label_since}s into pod deletion "
+                f"with {left} left, of which it may not delete {forbidden}",
+            )
 
     def _recover(self, world: World, node: WNode) -> None:
         """A failed node leaves only for validation, once a driver pod other than the one it failed

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from upgrader.core import rollout
-from upgrader.core.actions import Action, Event, Outcome, Transition, WriteStatus
+from upgrader.core.actions import Action, Annotate, Event, Outcome, Transition, WriteStatus
 from upgrader.core.detect import detect
 from upgrader.core.events import transition_events
 from upgrader.core.policy import Policy
@@ -45,14 +45,14 @@ class _Pass:
     def act(self, actions: list[Action]) -> list[Outcome]:
         """Apply a batch; record the transitions that landed and fold them into the snapshot.
 
-        Events go last and only for what landed: a node whose transition was refused (a conflict)
-        gets none of the batch's events, and every state change that landed gets its own.
+        Events go last and only for what landed: a node whose label or annotation write failed (a
+        conflict) gets none of the batch's events, and every state change that landed gets its own.
         """
         if not actions:
             return []
         writes: list[Action] = [a for a in actions if not isinstance(a, Event)]
         done = self.apply(writes) if writes else []
-        refused = {o.action.node for o in done if isinstance(o.action, Transition) and not o.ok}
+        refused = {o.action.node for o in done if isinstance(o.action, Transition | Annotate) and not o.ok}
         applied = [o.action for o in done if o.ok]
         for action in applied:
             if isinstance(action, Transition) and action.source is not None:

@@ -103,9 +103,14 @@ def _evictions(
     knob: str,
     trigger: str,
     timeout: int,
+    fallback: str | None = None,
 ) -> StepPlan:
-    """Evict `pods` unless one of them may not be touched under the policy; done when all are gone."""
-    plan = StepPlan(ctx.node.name, kind=kind, timeout=timeout)
+    """Evict `pods` unless one of them may not be touched under the policy; done when all are gone.
+
+    With a `fallback` (GPU pod deletion under drain.enable) the pods it may evict go first, and the
+    fallback takes the rest: a narrow drain.podSelector only has to cover what deletion could not.
+    """
+    plan = StepPlan(ctx.node.name, kind=kind, timeout=timeout, fallback=fallback)
     if not pods:
         plan.trigger = trigger
         return plan
@@ -118,9 +123,13 @@ def _evictions(
         if scratch:
             verb = "uses" if len(scratch) == 1 else "use"
             reasons.append(f"{_names(scratch)} {verb} emptyDir (set {knob}.deleteEmptyDir to delete)")
-        plan.blocked = Blocked(kind, "cannot evict: " + "; ".join(reasons))
-        plan.hopeless = True  # the policy forbids it: no wait changes that
-        return plan
+        forbidden = "cannot evict: " + "; ".join(reasons)
+        pods = [p for p in pods if p not in unmanaged and p not in scratch]
+        if fallback is None or not pods:
+            plan.blocked = Blocked(kind, forbidden)
+            plan.hopeless = True  # the policy forbids it: no wait changes that
+            return plan
+        plan.waiting = f"{forbidden}; the rest go first"
     for pod in pods:
         if not pod.terminating:
             plan.attempts.append(Evict(ctx.node.name, pod.namespace, pod.name, pod.uid))
@@ -129,7 +138,8 @@ def _evictions(
                 plan.pdb_of[pod.key] = pdb
     terminating = [p for p in pods if p.terminating]
     if terminating:
-        plan.waiting = f"waiting for {_plural(len(terminating), 'pod')} to terminate: {_names(terminating)}"
+        wait = f"waiting for {_plural(len(terminating), 'pod')} to terminate: {_names(terminating)}"
+        plan.waiting = f"{plan.waiting}; {wait}" if plan.waiting else wait
     return plan
 
 
@@ -138,7 +148,7 @@ def gpu_pod_deletion(ctx: NodeContext) -> StepPlan:
     # DaemonSet pods would come straight back on the cordoned node; if one holds GPUs, the restart
     # step's check names it instead.
     pods = [p for p in ctx.gpu_pods() if not p.mirror and p.owner_kind != "DaemonSet"]
-    plan = _evictions(
+    return _evictions(
         ctx,
         pods,
         settings.force,
@@ -147,10 +157,9 @@ def gpu_pod_deletion(ctx: NodeContext) -> StepPlan:
         "gpuPodDeletion",
         "gpu_pods_gone",
         settings.timeout_seconds,
+        # As in the GPU Operator: a deletion that cannot finish is followed by a drain.
+        "deletion_failed" if ctx.policy.drain.enable else None,
     )
-    if ctx.policy.drain.enable:
-        plan.fallback = "deletion_failed"  # as in the GPU Operator: drain when deletion cannot finish
-    return plan
 
 
 def drain(ctx: NodeContext) -> StepPlan:

@@ -9,7 +9,6 @@ hold, which each successful write refreshes.
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -27,13 +26,11 @@ from upgrader.core.actions import (
     WriteStatus,
 )
 from upgrader.core.states import STATE_LABEL, State
-from upgrader.core.timefmt import rfc3339, rfc3339_micro
 from upgrader.kube.api import JSON_PATCH, MERGE, ApiError, KubeApi
+from upgrader.kube.events import EventRecorder
 from upgrader.kube.snapshot import status_path
 
 Obj = dict[str, Any]
-EVENT_REASON = "GPUDriverUpgrade"
-COMPONENT = "gpu-driver-upgrader"
 
 
 def _pointer(key: str) -> str:
@@ -48,12 +45,14 @@ class Applier:
         nodes: dict[str, Obj],
         now: float,
         observe: Callable[[Obj], None] | None = None,
+        events: EventRecorder | None = None,
     ) -> None:
         self.api = api
         self.settings = settings
         self.nodes = nodes  # latest node objects we hold
         self.now = now
         self.observe = observe or (lambda _: None)  # told every node and pod our writes got back
+        self.events = events or EventRecorder(api, settings)
 
     def apply(self, actions: Iterable[Action]) -> list[Outcome]:
         return [self.apply_one(a) for a in actions]
@@ -153,28 +152,7 @@ class Applier:
 
     def _event(self, action: Event) -> None:
         node_uid = (self.nodes.get(action.node, {}).get("metadata") or {}).get("uid", "")
-        stamp = rfc3339(self.now)
-        ns = self.settings.event_namespace
-        self.api.create(
-            f"/api/v1/namespaces/{ns}/events",
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": f"{action.node}.{secrets.token_hex(8)}", "namespace": ns},
-                "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": action.node, "uid": node_uid},
-                "reason": EVENT_REASON,
-                "message": action.message[:1024],
-                "type": action.type,
-                "source": {"component": COMPONENT},
-                "reportingComponent": COMPONENT,
-                "reportingInstance": self.settings.identity,
-                "firstTimestamp": stamp,
-                "lastTimestamp": stamp,
-                "eventTime": rfc3339_micro(self.now),
-                "action": "Upgrade",
-                "count": 1,
-            },
-        )
+        self.events.record(action, node_uid, self.now)
 
     def _status(self, action: WriteStatus) -> None:
         write_status(self.api, self.settings, action.status)

@@ -233,7 +233,10 @@ class DaemonSetController:
             self._start(pod)
         return pod
 
-    def _start(self, pod: Obj) -> None:
+    def _start(self, pod: Obj, attempt: int = 0) -> None:
+        """Pull the pod's images and run it; a missing image is ImagePullBackOff, retried as the
+        kubelet retries it (back-off doubling from `image_pull_backoff`, at most five minutes), so
+        publishing the image later brings the pod up."""
         ns, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
         images = [c.get("image", "") for c in (pod.get("spec") or {}).get("containers") or []]
         missing = next((i for i in images if not self.settings.image_available(i)), None)
@@ -245,9 +248,14 @@ class DaemonSetController:
         if missing is not None:
 
             def pull_failed() -> None:
-                if alive() is not None:
-                    now = rfc3339(self.store.clock.now())
-                    self.store.mutate(self.pods, ns, name, lambda p: mark_image_pull_error(p, missing, now))
+                current = alive()
+                if current is None:
+                    return
+                now = rfc3339(self.store.clock.now())
+                self.store.mutate(self.pods, ns, name, lambda p: mark_image_pull_error(p, missing, now))
+                backoff = min(300.0, self.settings.image_pull_backoff * 2**attempt)
+                retry = lambda: self._retry(ns, name, uid, attempt)  # noqa: E731
+                self.store.scheduler.after(backoff, f"retry pull {missing}", retry)
 
             pull_delay = self.settings.delay("image_pull", node_of(pod), self.settings.image_pull_delay)
             self.store.scheduler.after(pull_delay, f"pull {missing}", pull_failed)
@@ -265,6 +273,11 @@ class DaemonSetController:
 
         ready_delay = self.settings.delay("pod_ready", node_of(pod), self.settings.pod_ready_delay)
         self.store.scheduler.after(ready_delay, f"start {ns}/{name}", running)
+
+    def _retry(self, ns: str, name: str, uid: str, attempt: int) -> None:
+        pod = self.store.find(self.pods, ns, name)
+        if pod is not None and pod["metadata"]["uid"] == uid and not is_terminating(pod):
+            self._start(pod, attempt + 1)
 
     def _became_running(self, pod: Obj) -> None:
         if (pod["metadata"].get("labels") or {}).get("app") == VALIDATOR_APP:

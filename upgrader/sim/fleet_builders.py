@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from upgrader.core.gpupods import NVIDIA_DRA_DRIVER
 from upgrader.core.views import DIGEST_ENV
 from upgrader.sim.driver import compute_config_digest
 from upgrader.sim.settings import DRIVER_COMPONENT, DRIVER_COMPONENT_LABEL, GPU, VALIDATOR_APP
@@ -271,3 +272,59 @@ def install_operator(cluster: EmulatedCluster, kernels: Mapping[str, str]) -> li
         patch = {"spec": {"template": driver_template(kernel, NEW_DRIVER)}}
         cluster.store.patch(ds_type, OPERATOR_NS, name, "application/merge-patch+json", patch)
     return names
+
+
+def partition_mig(cluster: EmulatedCluster, node: str, profile: str = "1g.10gb", slices: int = 7) -> None:
+    """Split one of `node`'s GPUs into MIG slices, as the MIG manager and GFD would show it."""
+    def partition(obj: Obj) -> None:
+        with_mig(obj, profile, slices)
+
+    cluster.store.mutate(cluster.type("nodes"), None, node, partition)
+
+
+def pinned_workload_pod(name: str, node: str, resources: Mapping[str, str], namespace: str = "ml-training") -> Obj:
+    """A ReplicaSet's pod holding `resources` (e.g. a MIG slice), pinned to `node` by a nodeSelector so
+    its replacement waits for that node to come back."""
+    image = "nvcr.io/nvidia/pytorch:24.05-py3"
+    pod = pod_object(name, node, {"app": name}, image, owner=("apps/v1", "ReplicaSet", name))
+    pod["metadata"]["namespace"] = namespace
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    pod["spec"]["containers"][0]["resources"] = {"requests": dict(resources), "limits": dict(resources)}
+    return pod
+
+
+def resource_claim(name: str, node: str, driver: str = NVIDIA_DRA_DRIVER, admin: bool = False) -> Obj:
+    """A resource.k8s.io/v1 ResourceClaim that `driver` allocated one device of `node` to."""
+    result: Obj = {"request": "gpu", "driver": driver, "pool": node, "device": "gpu-0"}
+    if admin:
+        result["adminAccess"] = True
+    return {
+        "metadata": {"name": name},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}},
+        "status": {
+            "allocation": {
+                "devices": {"results": [result]},
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                    ]
+                },
+            }
+        },
+    }
+
+
+def add_dra_pod(
+    cluster: EmulatedCluster, node: str | None = None, name: str = "dra-train", namespace: str = "ml-training"
+) -> Obj:
+    """A workload pod on `node` (the first node when None) holding a GPU only through a DRA claim
+    NVIDIA's driver allocated: no `nvidia.com/gpu` resource anywhere in its spec."""
+    node = node or cluster.store.objects(cluster.type("nodes"))[0]["metadata"]["name"]
+    if cluster.get("namespaces", namespace) is None:
+        cluster.create("namespaces", {"metadata": {"name": namespace}})
+    claim = cluster.create("resourceclaims", resource_claim(f"{name}-gpu", node), namespace, "resource.k8s.io")
+    pod = pinned_workload_pod(name, node, {}, namespace)
+    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "4"}}
+    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim["metadata"]["name"]}]
+    return cluster.create("pods", pod, namespace)

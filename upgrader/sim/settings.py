@@ -22,6 +22,7 @@ class SimSettings:
     pod_recreate_delay: float = 1.0  # a deleted DaemonSet pod comes back after this
     pod_ready_delay: float = 2.0  # a new DaemonSet pod turns Ready after this
     image_pull_delay: float = 1.0  # a missing image is reported after this
+    image_pull_backoff: float = 10.0  # the kubelet pulls a missing image again after this, doubling
     validator_ready_delay: float = 1.0  # validators follow a Ready driver after this
     job_replace_delay: float = 1.0  # a Job replaces a pod it lost after this
     workload_ready_delay: float = 2.0  # a rescheduled ReplicaSet/StatefulSet pod turns Ready after this
