@@ -38,11 +38,12 @@ def render_plan(plan: Plan) -> str:
             }.get(node.action, "NOT SCHEDULED")
         )
         ledger = {True: "yes", False: "MISSING", None: "-"}[node.image_in_ledger]
+        gpu_pods = f"{len(node.gpu_pods)} stay (restart-only)" if node.restart_only else str(len(node.gpu_pods))
         blockers = sum(1 for f in node.findings if f.severity == BLOCKING)
         flag = f"  <- {blockers} blocking" if blockers else ""
         by_wave.setdefault(f"{title} ({node.domain})" if node.wave else title, []).append(
             f"  {node.name:<16} {node.domain:<14} {node.state or '-':<22} {node.current_driver or '?':<11} "
-            f"{node.target_driver or '-':<11} {node.target_image or '-':<44} {ledger:<7} {len(node.gpu_pods)}{flag}"
+            f"{node.target_driver or '-':<11} {node.target_image or '-':<44} {ledger:<7} {gpu_pods}{flag}"
         )
     lines.append(header)
     for title, rows in by_wave.items():

@@ -16,6 +16,10 @@ KINDS = (
     "unqualified-profile",
     "conflicting-node-selector",
     "invalid-node-data",
+    "pod-deletion-blocked",
+    "not-scheduled",
+    "failed-node",
+    "max-unavailable-zero",
 )
 
 

@@ -16,13 +16,16 @@ from upgrader.core.driver_selectors import DriverResource, gpu_nodes, selector_f
 from upgrader.core.findings import BLOCKING, WARNING, Finding
 from upgrader.core.gpupods import gpu_pods as holding_gpus
 from upgrader.core.images import node_image_tag
+from upgrader.core.node_context import context, restart_only_digest
 from upgrader.core.plan_findings import (
     Workload,
+    budget_findings,
     cuda_findings,
     eligibility_findings,
     job_findings,
     pdb_findings,
     profile_findings,
+    undeletable,
 )
 from upgrader.core.policy import Policy
 from upgrader.core.profiles import Profile
@@ -30,7 +33,7 @@ from upgrader.core.rollout import fleet
 from upgrader.core.schedule import canary_domain, domain_of, domain_order, is_unavailable, plan_starts
 from upgrader.core.selectors import parse_label_selector
 from upgrader.core.states import IN_PROGRESS, WAS_UNSCHEDULABLE, State
-from upgrader.core.steps import driver_version_label
+from upgrader.core.steps import drained, driver_version_label
 from upgrader.core.views import DriverSet, NodeView, PdbView, PodView, Snapshot
 
 
@@ -55,6 +58,7 @@ class NodePlan:
     image_in_ledger: bool | None = None
     gpu_pods: list[str] = field(default_factory=list)
     drain_pods: list[str] = field(default_factory=list)
+    restart_only: bool = False  # DRIVER_CONFIG_DIGEST unchanged: the driver restarts under the GPU pods
     findings: list[Finding] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -70,6 +74,7 @@ class NodePlan:
             "image_in_ledger": self.image_in_ledger,
             "gpu_pods": self.gpu_pods,
             "drain_pods": self.drain_pods,
+            "restart_only": self.restart_only,
             "findings": [f.to_dict() for f in self.findings],
         }
 
@@ -136,6 +141,8 @@ def build_plan(
         now,
     )
     findings = [f for p in plans.values() for f in p.findings]
+    never = [p.name for p in plans.values() if p.action == "upgrade" and p.wave is None]
+    findings.extend(budget_findings(policy, never))
     for finding in selector_findings(driver_resources, gpu_nodes(snapshot.nodes.values())):
         findings.append(finding)
         if finding.node in plans:
@@ -218,12 +225,19 @@ def _node_plan(
             )
     pods = snapshot.node_pods.get(node.name, [])
     gpu_pods = [p for p in holding_gpus(pods, snapshot.gpu_claims) if not p.mirror]
-    drain_pods = _drain_pods(pods, policy) if policy.drain.enable else []
     plan.gpu_pods = sorted(p.key for p in gpu_pods)
-    plan.drain_pods = sorted(p.key for p in drain_pods if p not in gpu_pods)
-    evicted = list(gpu_pods) + [p for p in drain_pods if p not in gpu_pods]
+    if action == "upgrade" and restart_only_digest(context(snapshot, node.name, policy)):
+        # Nothing that installs the driver changed: the driver restarts under its GPU pods.
+        plan.restart_only = True
+        return plan
+    deletable = [p for p in gpu_pods if p.owner_kind != "DaemonSet"]
+    # A drain follows every deletion under drainEveryNode; otherwise only one that cannot finish.
+    drained = policy.drain_every_node or (policy.drain.enable and bool(undeletable(deletable, policy)))
+    drain_pods = [p for p in _drain_pods(pods, policy) if p not in gpu_pods] if drained else []
+    plan.drain_pods = sorted(p.key for p in drain_pods)
+    evicted = list(gpu_pods) + drain_pods
     plan.findings.extend(pdb_findings(node.name, evicted, pdbs_by_namespace, covering))
-    plan.findings.extend(eligibility_findings(node.name, gpu_pods, drain_pods, policy))
+    plan.findings.extend(eligibility_findings(node.name, deletable, _drain_pods(pods, policy), policy))
     plan.findings.extend(job_findings(node.name, pods, policy))
     plan.findings.extend(cuda_findings(node, pods, plan.target_driver, options.floors))
     if options.profiles is not None:
@@ -245,12 +259,10 @@ def _driver_set(snapshot: Snapshot, node: NodeView) -> DriverSet | None:
 
 
 def _drain_pods(pods: list[PodView], policy: Policy) -> list[PodView]:
+    if not policy.drain.enable:
+        return []
     selector = parse_label_selector(policy.drain.pod_selector)
-    return [
-        p
-        for p in pods
-        if not p.terminal and not p.mirror and p.owner_kind != "DaemonSet" and selector.matches(p.labels)
-    ]
+    return [p for p in pods if drained(p, selector)]
 
 
 def _assign_waves(nodes: list[NodeView], plans: dict[str, NodePlan], policy: Policy, now: float) -> None:

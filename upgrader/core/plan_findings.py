@@ -47,34 +47,61 @@ def pdb_findings(
     return out
 
 
+def _refusal(pod: PodView, force: bool, delete_empty_dir: bool, knob: str) -> str | None:
+    """Why the policy forbids evicting `pod` under `knob` (gpuPodDeletion or drain), or None."""
+    if pod.owner_kind is None and not force:
+        return f"{pod.key} is not managed by a controller: set {knob}.force to delete it"
+    if pod.empty_dir and not delete_empty_dir:
+        return f"{pod.key} uses emptyDir: set {knob}.deleteEmptyDir to delete it"
+    return None
+
+
+def undeletable(gpu_pods: Sequence[PodView], policy: Policy) -> list[PodView]:
+    """GPU pods GPU pod deletion may not evict under the policy."""
+    deletion = policy.gpu_pod_deletion
+    return [p for p in gpu_pods if _refusal(p, deletion.force, deletion.delete_empty_dir, "gpuPodDeletion")]
+
+
 def eligibility_findings(
     node: str, gpu_pods: list[PodView], drain_pods: list[PodView], policy: Policy
 ) -> list[Finding]:
+    """GPU pods deletion may not evict block, unless the drain (drain.enable) may: then the node
+    falls back to a drain. Under drainEveryNode, every pod the drain may not evict blocks too."""
     out = []
-    for pods, settings, knob in (
-        (gpu_pods, policy.gpu_pod_deletion, "gpuPodDeletion"),
-        (drain_pods, policy.drain, "drain"),
-    ):
-        for pod in pods:
-            if pod.owner_kind is None and not settings.force:
-                out.append(
-                    Finding(
-                        "pod-deletion-blocked",
-                        BLOCKING,
-                        node,
-                        f"{pod.key} is not managed by a controller: set {knob}.force to delete it",
-                    )
-                )
-            elif pod.empty_dir and not settings.delete_empty_dir:
-                out.append(
-                    Finding(
-                        "pod-deletion-blocked",
-                        BLOCKING,
-                        node,
-                        f"{pod.key} uses emptyDir: set {knob}.deleteEmptyDir to delete it",
-                    )
-                )
+    deletion, drain = policy.gpu_pod_deletion, policy.drain
+    for pod in gpu_pods:
+        why = _refusal(pod, deletion.force, deletion.delete_empty_dir, "gpuPodDeletion")
+        if why is None:
+            continue
+        drain_why = _refusal(pod, drain.force, drain.delete_empty_dir, "drain")
+        if pod in drain_pods and drain_why is None:
+            out.append(Finding("pod-deletion-blocked", WARNING, node, f"{why}; the node falls back to a drain"))
+        else:
+            more = f"; nor will the drain: {drain_why}" if drain.enable and pod in drain_pods else ""
+            out.append(Finding("pod-deletion-blocked", BLOCKING, node, why + more))
+    if policy.drain_every_node or undeletable(gpu_pods, policy):
+        for pod in drain_pods:
+            drain_why = _refusal(pod, drain.force, drain.delete_empty_dir, "drain")
+            if drain_why is not None and pod not in gpu_pods:
+                out.append(Finding("pod-deletion-blocked", BLOCKING, node, drain_why))
     return out
+
+
+def budget_findings(policy: Policy, never: Sequence[str]) -> list[Finding]:
+    """maxUnavailable 0 is the GPU Operator's "only nodes already unavailable progress": say so, with
+    the nodes (`never`: those that need the new driver and get no wave) it leaves behind."""
+    if policy.max_unavailable not in (0, "0%") or not never:
+        return []
+    names = ", ".join(sorted(never)[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
+    return [
+        Finding(
+            "max-unavailable-zero",
+            WARNING,
+            None,
+            f"maxUnavailable {policy.max_unavailable}: only nodes already unavailable (cordoned or NotReady) "
+            f"start; {len(never)} node(s) that need the new driver never will: {names}",
+        )
+    ]
 
 
 def job_findings(node: str, pods: list[PodView], policy: Policy) -> list[Finding]:
