@@ -30,6 +30,16 @@ from upgrader.core.states import STATE_LABEL, State
 from upgrader.runner import build_controller, start_watches
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.faults import FaultPlan
+from upgrader.sim.fleet_builders import (
+    DRIVER_REPO,
+    NEW_DRIVER,
+    OPERATOR_NS,
+    add_dra_pod,
+    driver_tag,
+    operator_render,
+    partition_mig,
+    pinned_workload_pod,
+)
 from upgrader.sim.invariants import RolloutRecorder, lease_handovers, writer_switches
 from upgrader.sim.scenarios import ScenarioInfo, build
 from upgrader.sim.settings import SimSettings
@@ -37,6 +47,52 @@ from upgrader.sim.settings import SimSettings
 FULL = os.environ.get("UPGRADER_CAMPAIGN") == "full"
 ORDER = ["us-east-1a", "us-east-1b", "us-east-1c"]
 LEASE_SECONDS = "1"
+# The fast policy, with drain as the fallback of a GPU pod deletion that cannot finish.
+POLICY = {**FAST_POLICY, "drain": {"enable": True, "force": True, "podSelector": "app=scratch"}}
+MIG = "nvidia.com/mig-1g.10gb"
+DRIVER_APP = "nvidia-driver-daemonset"
+
+
+def operator_paths(cluster: EmulatedCluster, info: ScenarioInfo) -> None:
+    """Put the GPU Operator's paths in play on the healthy fleet: a MIG pod, a DRA-claim pod, a bare GPU
+    pod that sends its node to the drain, a node the Operator left in progress (taken over), a node
+    whose driver upgrade is restart-only, and a node that fails on a missing image and recovers when
+    the image is published a few seconds in."""
+    a1, a2, b1, b2, c1, c2 = info.nodes
+    partition_mig(cluster, a2)
+    cluster.create("pods", pinned_workload_pod("mig-infer", a2, {MIG: "1"}), "ml-training")
+    add_dra_pod(cluster, b1)
+    bare = pinned_workload_pod("scratch", c1, {"nvidia.com/gpu": "1"}, "batch")
+    bare["metadata"].pop("ownerReferences")
+    cluster.create("pods", bare, "batch")
+    nodes = cluster.type("nodes")
+    cluster.store.patch(nodes, None, c2, "application/merge-patch+json", {
+        "metadata": {"labels": {STATE_LABEL: State.POD_DELETION_REQUIRED.value}}, "spec": {"unschedulable": True}})
+    restart_only(cluster, b2)
+    kernel = (cluster.get("nodes", a1) or {})["status"]["nodeInfo"]["kernelVersion"]
+    tag = driver_tag(NEW_DRIVER, kernel)
+    cluster.settings.registry[DRIVER_REPO].discard(tag)
+    cluster.store.scheduler.after(12.0, "publish the image", lambda: cluster.settings.registry[DRIVER_REPO].add(tag))
+
+
+def restart_only(cluster: EmulatedCluster, node: str) -> None:
+    """`node`'s driver at the new driver (its pod recreated), then a label on the templates: `node` is a
+    revision behind with the same DRIVER_CONFIG_DIGEST, the rest two revisions behind."""
+    pods, ds_type = cluster.type("pods"), cluster.type("daemonsets", "apps")
+    (driver,) = [p for p in cluster.store.objects(pods, OPERATOR_NS)
+                 if p["spec"].get("nodeName") == node and p["metadata"]["labels"].get("app") == DRIVER_APP]
+    ds = cluster.store.find(ds_type, OPERATOR_NS, driver["metadata"]["ownerReferences"][0]["name"])
+    assert ds is not None
+    with cluster.store.bulk():  # swapped in place: no restart, no incident
+        cluster.store.remove(pods, driver)
+        cluster.daemonsets.create_pod(ds, node, ready_now=True)
+    cluster.daemonsets.driver.ready(ds, node)
+    for ds in cluster.store.objects(ds_type, OPERATOR_NS):
+        if ds["metadata"]["labels"].get("app") == DRIVER_APP:
+            template = ds["spec"]["template"]
+            labels = {**template["metadata"]["labels"], "team": "gpu"}
+            cluster.store.patch(ds_type, OPERATOR_NS, ds["metadata"]["name"], "application/merge-patch+json",
+                                {"spec": {"template": operator_render({**template, "metadata": {"labels": labels}})}})
 
 
 @dataclass
@@ -76,8 +132,27 @@ class World:
         return all((self.cluster.get("nodes", n) or {}).get("metadata", {}).get("labels", {}).get(STATE_LABEL)
                    == State.DONE.value for n in self.info.nodes)
 
+    def paths(self) -> Counter[str]:
+        """Which of the GPU Operator's paths this rollout took, from the node history."""
+        seen: Counter[str] = Counter()
+        last: dict[str, str | None] = {}
+        edges = {
+            (State.POD_DELETION_REQUIRED.value, State.DRAIN_REQUIRED.value): "drain fallbacks",
+            (State.FAILED.value, State.VALIDATION_REQUIRED.value): "failed nodes recovered",
+            (State.CORDON_REQUIRED.value, State.POD_RESTART_REQUIRED.value): "restart-only restarts",
+        }
+        for record in self.recorder.records:
+            edge = (last.get(record.node), record.state)
+            if edge in edges:
+                seen[edges[edge]] += 1
+            last[record.node] = record.state
+        seen["adoptions"] += sum(1 for r in self.recorder.records if r.node == self.info.nodes[-1]
+                                 and "gpu-upgrader.io/started-at" in r.annotations
+                                 and r.state == State.POD_DELETION_REQUIRED.value) > 0
+        return seen
+
     def violations(self, **kwargs: Any) -> list[str]:
-        policy = policy_from_mapping(FAST_POLICY)
+        policy = policy_from_mapping(POLICY)
         found = self.recorder.check(policy, self.domain_of, ORDER[0], ORDER, **kwargs)
         found += [f"incident: {i}" for i in self.cluster.daemonsets.incidents]
         if not self.all_done():
@@ -88,7 +163,9 @@ class World:
 def world(tmp: Path, scenario: str = "healthy", faults: FaultPlan | None = None, seed: int = 0) -> World:
     cluster = EmulatedCluster(settings=SimSettings(**FAST_SIM), faults=None, seed=seed)
     info = build(cluster, scenario, 6, job_seconds=1.5)
+    operator_paths(cluster, info)
     recorder = RolloutRecorder(cluster)
+    recorder.initially_cordoned.discard(info.nodes[-1])  # the Operator's own cordon: ours to lift
     url = cluster.serve()
     cluster.faults = faults  # after building: the scenario itself is not faulted
     kubeconfig = cluster.write_kubeconfig(tmp / f"{scenario}-{seed}.kubeconfig")
@@ -115,7 +192,7 @@ def spawn(w: World, policy_file: Path, log: Path) -> subprocess.Popen[bytes]:
 
 def policy_file(tmp: Path) -> Path:
     path = tmp / "policy.yaml"
-    path.write_text(yaml.safe_dump(FAST_POLICY))
+    path.write_text(yaml.safe_dump(POLICY))
     return path
 
 
@@ -149,6 +226,7 @@ def kill_campaign(tmp: Path, kills: int, seed: int) -> Figures:
         if figures.counts["kills"] and len({r.user_agent for r in w.cluster.requests if r.verb == "patch"}) < 2:
             figures.violations.append(f"rollout {figures.rollouts}: writes did not come from several processes")
         figures.violations += [f"rollout {figures.rollouts}: {v}" for v in w.violations()]
+        figures.counts.update(w.paths())
         figures.rollouts += 1
     text = log.read_text(errors="replace")
     if "Traceback" in text:
@@ -207,6 +285,7 @@ def replica_campaign(tmp: Path, rollouts: int, seed: int, replicas: int = 2) -> 
         figures.counts["writer switches"] += switches
         figures.counts["lease handovers"] += handovers
         figures.violations += [f"rollout {index}: {v}" for v in w.violations()]
+        figures.counts.update(w.paths())
         figures.rollouts += 1
     figures.seconds = time.monotonic() - started
     return figures
@@ -222,7 +301,7 @@ def fault_campaign(tmp: Path, rollouts: int, seed: int, rate: float = 0.05) -> F
     for index in range(rollouts):
         w = world(tmp, faults=FaultPlan.uniform(rate, seed=seed + index), seed=seed + index)
         controller = build_controller(k8s.ApiClient(k8s.Configuration(host=w.url)),
-                                      policy_from_mapping(FAST_POLICY), fast_settings(f"faults-{index}"))
+                                      policy_from_mapping(POLICY), fast_settings(f"faults-{index}"))
         stop, wake = threading.Event(), threading.Event()
         start_watches(controller, stop, wake)
         loop = threading.Thread(target=controller.run, args=(stop, wake), daemon=True)
@@ -238,6 +317,7 @@ def fault_campaign(tmp: Path, rollouts: int, seed: int, rate: float = 0.05) -> F
         injected = Counter(r.fault for r in w.cluster.requests if r.fault)
         figures.counts.update({f"injected {k}": v for k, v in injected.items()})
         figures.counts["requests"] += len(w.cluster.requests)
+        figures.counts.update(w.paths())
         figures.violations += [f"rollout {index}: {v}" for v in w.violations()]
         figures.rollouts += 1
     figures.seconds = time.monotonic() - started

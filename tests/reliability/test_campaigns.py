@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .campaigns import FULL, fault_campaign, kill_campaign, replica_campaign
+from .campaigns import FULL, Figures, fault_campaign, kill_campaign, replica_campaign
+
+PATHS = ("adoptions", "drain fallbacks", "failed nodes recovered", "restart-only restarts")
+
+
+def took_the_operators_paths(figures: Figures) -> None:
+    """The campaign was not vacuous for the GPU Operator's paths: each happened in its rollouts."""
+    assert all(figures.counts[path] >= 1 for path in PATHS), figures.line()
 
 
 def test_sigkill_campaign(tmp_path: Path) -> None:
@@ -12,6 +19,7 @@ def test_sigkill_campaign(tmp_path: Path) -> None:
     print(figures.line())
     assert figures.counts["kills"] >= (100 if FULL else 6)
     assert figures.violations == []
+    took_the_operators_paths(figures)
 
 
 def test_two_replicas_campaign(tmp_path: Path) -> None:
@@ -19,6 +27,7 @@ def test_two_replicas_campaign(tmp_path: Path) -> None:
     print(figures.line())
     assert figures.counts["leader kills"] >= (4 if FULL else 1)
     assert figures.violations == []
+    took_the_operators_paths(figures)
 
 
 def test_api_fault_campaign(tmp_path: Path) -> None:
@@ -29,3 +38,4 @@ def test_api_fault_campaign(tmp_path: Path) -> None:
     kinds = {"injected error500", "injected throttle429", "injected conflict409", "injected drop"}
     assert kinds <= set(figures.counts), "every fault kind was injected"
     assert figures.violations == []
+    took_the_operators_paths(figures)
