@@ -407,6 +407,21 @@ def test_a_refused_state_change_leaves_no_event() -> None:
     assert [e for e in events if e.node == "n1"] == []
 
 
+def test_a_warning_decided_with_a_refused_state_change_is_not_sent() -> None:
+    """The drain fallback is a transition and a Warning: if the transition conflicts, neither happened."""
+    snap = _deletion(gpu_pod("solo", owner=None))
+    sent: list[Action] = []
+
+    def apply(actions: list[Action]) -> list[Outcome]:
+        out = [Outcome(a, Result.CONFLICT if isinstance(a, Transition) else Result.OK) for a in actions]
+        sent.extend(o.action for o in out)
+        return out
+
+    reconcile(snap, policy(**DRAIN), T0 + 5, apply)
+    assert any(isinstance(a, Transition) and a.target is S.DRAIN_REQUIRED for a in sent)
+    assert [a for a in sent if isinstance(a, Event) and a.node == "n1"] == []
+
+
 @pytest.mark.parametrize(
     ("state", "pol", "finished"),
     [

@@ -413,3 +413,50 @@ def test_any_mapping_loads_or_is_refused_in_one_line(data: dict[str, Any]) -> No
             assert str(exc).startswith(f"policy {path}: ")
         else:
             assert isinstance(loaded, Policy)
+
+
+# ----- the GPU Operator's DriverUpgradePolicySpec, every key ----------------------------------------
+
+OPERATOR_SPEC = """
+driver:
+  upgradePolicy:
+    autoUpgrade: true
+    maxParallelUpgrades: 3
+    maxUnavailable: 40%
+    waitForCompletion:
+      podSelector: app=batch
+      timeoutSeconds: 120
+    podDeletion:
+      force: true
+      timeoutSeconds: 90
+      deleteEmptyDir: true
+    drain:
+      enable: true
+      force: true
+      podSelector: tier=web
+      timeoutSeconds: 200
+      deleteEmptyDir: true
+"""
+
+
+def test_every_key_of_the_operators_policy_spec_is_honoured() -> None:
+    """api/upgrade/v1alpha1 DriverUpgradePolicySpec (k8s-operator-libs), as a ClusterPolicy holds it."""
+    pol = policy_from_mapping(yaml.safe_load(OPERATOR_SPEC))
+    assert (pol.auto_upgrade, pol.max_parallel_upgrades, pol.max_unavailable_nodes(10)) == (True, 3, 4)
+    assert (pol.wait_for_completion.pod_selector, pol.wait_for_completion.timeout_seconds) == ("app=batch", 120)
+    deletion = pol.gpu_pod_deletion
+    assert (deletion.force, deletion.timeout_seconds, deletion.delete_empty_dir) == (True, 90, True)
+    drain = pol.drain
+    assert (drain.enable, drain.force, drain.pod_selector, drain.timeout_seconds, drain.delete_empty_dir) == (
+        True,
+        True,
+        "tier=web",
+        200,
+        True,
+    )
+    assert pol.drain_every_node is False  # the Operator drains only when deletion cannot finish
+
+
+@pytest.mark.parametrize("section", ["waitForCompletion", "podDeletion", "gpuPodDeletion", "drain"])
+def test_an_empty_section_is_the_operators_nil_spec(section: str) -> None:
+    assert policy_from_mapping(yaml.safe_load(f"upgradePolicy:\n  {section}:\n")) == Policy()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from upgrader.core.states import (
+    DRAIN_SKIP_LABEL,
     OPERATOR_INITIAL_UNSCHEDULABLE,
     OPERATOR_WAIT_START,
     SKIP_LABEL,
@@ -89,9 +90,14 @@ def test_gpu_pods_the_deletion_may_not_touch_are_drained_instead(rollout: Any) -
     bare = pinned_workload_pod("scratch", "gpu-b-01", {"nvidia.com/gpu": "1"}, "batch")
     bare["metadata"].pop("ownerReferences")  # no controller: gpuPodDeletion.force is off
     r.cluster.create("pods", bare, "batch")
+    kept = pinned_workload_pod("scratch-cache", "gpu-b-01", {}, "batch")
+    kept["metadata"]["labels"] = {"app": "scratch"}  # the drain selects it ...
+    kept_uid = r.cluster.create("pods", kept, "batch")["metadata"]["uid"]
+    r.kubectl("-n", "batch", "label", "pod", "scratch-cache", f"{DRAIN_SKIP_LABEL}=true")  # ... but it opts out
     r.run_until(("Done",), timeout=90)
     assert State.DRAIN_REQUIRED.value in states_seen(r, "gpu-b-01")
     assert r.cluster.get("pods", "scratch", "batch") is None
+    assert (r.cluster.get("pods", "scratch-cache", "batch") or {}).get("metadata", {}).get("uid") == kept_uid
     assert all(State.DRAIN_REQUIRED.value not in states_seen(r, n) for n in r.info.nodes if n != "gpu-b-01")
     warnings = [e["message"] for e in r.events_for("gpu-b-01") if e["type"] == "Warning"]
     assert any(m.startswith("GPU pod deletion cannot finish: cannot evict: batch/scratch") for m in warnings)
