@@ -145,7 +145,9 @@ def from_file(name: str) -> PlanInput:
 _LABELS = "map of strings"
 _OWNERS = [{"kind": "string", "name": "string", "uid": "string", "controller": "boolean"}]
 _CONDITIONS = [{"type": "string", "status": "string"}]
-_CONTAINERS = [{"image": "string", "resources": {"limits": {}, "requests": {}}}]
+_CONTAINERS = [
+    {"image": "string", "resources": {"limits": {}, "requests": {}}, "env": [{"name": "string", "value": "string"}]}
+]
 _CLAIM_REFS = [{"name": "string", "resourceClaimName": "string"}]
 SHAPES: dict[str, dict[str, Any]] = {
     "Node": {

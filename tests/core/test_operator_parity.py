@@ -21,11 +21,13 @@ from upgrader.core.states import (
     FAILED_AT,
     FAILED_DRIVER_POD,
     FAILED_REASON,
+    FAILED_STATE,
     OPERATOR_INITIAL_UNSCHEDULABLE,
     OPERATOR_VALIDATION_START,
     OPERATOR_WAIT_START,
     REQUESTED_ANNOTATION,
     RESTART_ONLY,
+    SKIP_LABEL,
     STARTED_AT,
     STATE_SINCE,
     TARGET_REVISION,
@@ -92,6 +94,15 @@ def test_pods_the_policy_may_not_delete_send_the_node_to_drain_at_once(pods: lis
     assert len(warning) == 1 and warning[0].type == "Warning"
     assert warning[0].message.startswith("GPU pod deletion cannot finish: cannot evict: " + why)
     assert warning[0].message.endswith("drain.enable is set, so the node is drained")
+
+
+@pytest.mark.parametrize(
+    "pods", [[gpu_pod("solo", owner=None, terminating=True)], [gpu_pod("s", empty_dir=True, terminating=True)]]
+)
+def test_a_pod_already_terminating_is_waited_for_not_drained(pods: list[Any]) -> None:
+    plan, actions = run_step(_deletion(*pods), pol=policy(**DRAIN), now=T0 + 5)
+    assert not any(isinstance(a, Transition) for a in actions) and plan.blocked is None
+    assert plan.waiting is not None and plan.waiting.startswith("waiting for 1 pod to terminate")
 
 
 def test_the_gpu_pods_it_may_delete_go_first_then_the_drain_takes_the_rest() -> None:
@@ -232,7 +243,12 @@ def test_reaching_done_clears_the_operators_record() -> None:
         (S.WAIT_FOR_JOBS_REQUIRED, {OPERATOR_WAIT_START: str(int(T0) - 120)}, at(-120)),
         (S.VALIDATION_REQUIRED, {OPERATOR_VALIDATION_START: str(int(T0) - 30)}, at(-30)),
         (S.WAIT_FOR_JOBS_REQUIRED, {OPERATOR_WAIT_START: "yesterday"}, at(0)),  # unreadable: from now
+        (S.WAIT_FOR_JOBS_REQUIRED, {OPERATOR_WAIT_START: "1764500000000"}, at(0)),  # milliseconds: ignored
+        (S.WAIT_FOR_JOBS_REQUIRED, {OPERATOR_WAIT_START: "\u00b2"}, at(0)),  # a digit, not a decimal one
         (S.POD_RESTART_REQUIRED, {}, at(0)),
+        # A state-since from an earlier life of the node (it was done, then the Operator started it).
+        (S.VALIDATION_REQUIRED, {STATE_SINCE: at(-86_400), OPERATOR_VALIDATION_START: str(int(T0) - 20)}, at(-20)),
+        (S.POD_DELETION_REQUIRED, {STATE_SINCE: at(-86_400)}, at(0)),
     ],
 )
 def test_a_node_the_operator_started_is_adopted_with_its_timers(
@@ -302,7 +318,8 @@ def test_a_failed_node_whose_driver_came_up_at_the_newest_revision_validates_aga
 @pytest.mark.parametrize(
     ("pods", "annotations"),
     [
-        ([driver_pod(revision=NEW, uid="same")], {FAILED_DRIVER_POD: "same"}),  # failed validation, unchanged
+        # Failed validation with the driver pod it still has (Ready or not when it failed).
+        ([driver_pod(revision=NEW, uid="same")], {FAILED_DRIVER_POD: "same", FAILED_STATE: "validation-required"}),
         ([driver_pod(revision=NEW, ready=False)], {}),  # still not Ready
         ([driver_pod(revision=OLD)], {}),  # the old driver (a failure before the restart)
         ([driver_pod(revision=NEW, phase="Pending")], {}),
@@ -311,6 +328,42 @@ def test_a_failed_node_whose_driver_came_up_at_the_newest_revision_validates_aga
 )
 def test_a_failed_node_stays_failed_until_its_driver_changed(pods: list[Any], annotations: dict[str, str]) -> None:
     assert detect(snapshot([_failed(**annotations)], pods), policy(), T0) == []
+
+
+def test_after_a_failure_elsewhere_the_same_pod_coming_up_is_the_fix() -> None:
+    """A pod stuck on a missing image (recorded, not Ready, as the node failed) that pulls once the
+    image is published: that is the fix, so the node validates again."""
+    failed = _failed(**{FAILED_DRIVER_POD: "stuck", FAILED_STATE: "pod-restart-required"})
+    (moved,) = detect(snapshot([failed], [driver_pod(revision=NEW, uid="stuck")]), policy(), T0)
+    assert isinstance(moved, Transition) and moved.target is S.VALIDATION_REQUIRED
+
+
+def test_a_failure_records_the_driver_pod_at_the_newest_revision_ready_or_not() -> None:
+    """So a driver that flaps Ready and not Ready cannot loop a node through validation forever."""
+    view = node(state=S.VALIDATION_REQUIRED, since=0, unschedulable=True, annotations={STARTED_AT: at(0)})
+    flapping = driver_pod(revision=NEW, uid="flapping", ready=False)
+    _, actions = run_step(snapshot([view], [flapping, validator(ready=False)]), now=T0 + 600)
+    failed = transition(actions)
+    assert (failed.target, failed.annotations[FAILED_DRIVER_POD]) == (S.FAILED, "flapping")
+    again = _failed(**{k: v for k, v in failed.annotations.items() if v is not None})
+    back_up = driver_pod(revision=NEW, uid="flapping", ready=True)
+    assert detect(snapshot([again], [back_up]), policy(), T0 + 700) == []
+
+
+def test_a_skipped_failed_node_is_left_to_the_person_repairing_it() -> None:
+    skipped = node(
+        state=S.FAILED,
+        unschedulable=True,
+        labels={SKIP_LABEL: "true"},
+        annotations={STARTED_AT: at(-600), FAILED_AT: at(-60), FAILED_STATE: "pod-restart-required"},
+    )
+    assert detect(snapshot([skipped], [driver_pod(revision=NEW)]), policy(), T0) == []
+
+
+def test_a_node_the_operator_left_failed_is_upgraders_once_it_recovers() -> None:
+    operator_failed = node(state=S.FAILED, unschedulable=True)  # no gpu-upgrader.io record at all
+    (moved,) = detect(snapshot([operator_failed], [driver_pod(revision=NEW)]), policy(), T0)
+    assert isinstance(moved, Transition) and moved.annotations[STARTED_AT] == at(0)  # not adopted later
 
 
 def test_a_recovery_waits_for_a_max_parallel_upgrades_slot() -> None:
@@ -333,7 +386,7 @@ def _restart_only_start(pod_digest: str | None, ds_digest: str | None, **kw: Any
 
 def test_an_unchanged_digest_starts_a_restart_only_upgrade() -> None:
     started = _restart_only_start("1234", "1234")
-    assert started.annotations[RESTART_ONLY] == "true"
+    assert started.annotations[RESTART_ONLY] == "1234"  # the digest it started for
     assert started.message == "starting restart-only upgrade (DRIVER_CONFIG_DIGEST 1234 unchanged) in domain a"
 
 
@@ -353,7 +406,7 @@ def test_otherwise_the_upgrade_is_a_full_one(pod_digest: str | None, ds_digest: 
 
 
 def _restart_only(state: State, pod_digest: str, ds_digest: str, *pods: Any) -> Any:
-    view = node(state=state, since=0, unschedulable=True, annotations={STARTED_AT: at(0), RESTART_ONLY: "true"})
+    view = node(state=state, since=0, unschedulable=True, annotations={STARTED_AT: at(0), RESTART_ONLY: pod_digest})
     driver = driver_pod(revision=OLD, uid="driver-old", digest=pod_digest, images=IMAGES)
     return snapshot([view], [driver, *pods], driver_sets=[driver_set(digest=ds_digest, images=IMAGES)])
 
@@ -374,6 +427,30 @@ def test_a_changed_configuration_sends_a_restart_only_node_back_to_its_gpu_pods(
     moved = transition(actions)
     assert (moved.source, moved.target) == (S.POD_RESTART_REQUIRED, S.WAIT_FOR_JOBS_REQUIRED)
     assert moved.annotations[RESTART_ONLY] is None
+
+
+def test_a_configuration_changed_under_a_restart_only_restart_halts_while_gpu_pods_run() -> None:
+    """The template changed between the old pod's deletion and the new pod: that driver installs anew,
+    and GPU pods are still there. Said, not passed over."""
+    marks = {STARTED_AT: at(0), RESTART_ONLY: "1234"}
+    view = node(state=S.POD_RESTART_REQUIRED, since=0, unschedulable=True, annotations=marks)
+    new = driver_pod(revision=NEW, digest="9999", images=IMAGES)
+    snap = snapshot([view], [new, gpu_pod("train-0")], driver_sets=[driver_set(digest="9999", images=IMAGES)])
+    plan, _ = run_step(snap, now=T0 + 1)
+    assert plan.blocked is not None and plan.blocked.kind == "gpu-pods"
+    assert plan.blocked.reason == (
+        "the driver configuration changed during a restart-only upgrade (DRIVER_CONFIG_DIGEST 1234 -> 9999) "
+        "while 1 pod still held GPUs: default/train-0; move them off the node"
+    )
+    plan, _ = run_step(snapshot([view], [new], driver_sets=[driver_set(digest="9999", images=IMAGES)]), now=T0 + 1)
+    assert plan.blocked is None and plan.trigger == "driver_restarted"
+
+
+def test_the_restart_waits_for_a_gpu_pod_in_any_unfinished_phase() -> None:
+    """Stricter than the Operator's filter: a GPU pod in phase Unknown (a lost kubelet) still blocks."""
+    view = node(state=S.POD_RESTART_REQUIRED, since=0, unschedulable=True, annotations={STARTED_AT: at(0)})
+    plan, _ = run_step(snapshot([view], [driver_pod(uid="driver-old"), gpu_pod("lost", phase="Unknown")]), now=T0 + 1)
+    assert plan.blocked is not None and "default/lost" in plan.blocked.reason
 
 
 # ----- Events follow what landed -------------------------------------------------------------------------

@@ -134,7 +134,10 @@ def test_detect_labels_and_relabels_idle_nodes(view: Any, pods: list[Any], expec
         (node(state=S.POD_RESTART_REQUIRED, annotations={STARTED_AT: at(0)}), [driver_pod(revision=OLD)]),
         (node(state=S.FAILED), [driver_pod(revision=OLD)]),
         (node(state=S.FAILED, annotations={REQUESTED_ANNOTATION: "true"}), [driver_pod(revision=OLD)]),
-        (node(state=S.FAILED, annotations={FAILED_DRIVER_POD: "uid-same"}), [driver_pod(revision=NEW, uid="uid-same")]),
+        (
+            node(state=S.FAILED, annotations={FAILED_DRIVER_POD: "uid-same", FAILED_STATE: "validation-required"}),
+            [driver_pod(revision=NEW, uid="uid-same")],
+        ),
         (node(state=S.FAILED), [driver_pod(revision=NEW, ready=False)]),
         # A skipped node that is current stays done.
         (node(state=S.DONE, labels={SKIP_LABEL: "true"}), [driver_pod(revision=NEW)]),

@@ -670,8 +670,9 @@ def test_restart_fails_with_the_pod_reason_after_its_timeout(
     pol = policy(podRestart={"timeoutSeconds": 900}, onBlockedTimeout=on_blocked)
     assert run_step(snap, pol=pol, now=T0 + 899)[1] == []
     waiting = f"driver pod gpu-operator/nvidia-driver-n1-rev-new not Ready: {reason}: {message}"
+    # The pod it failed with is recorded, Ready or not (see recovery).
     assert run_step(snap, pol=pol, now=T0 + 900)[1] == failed(
-        S.POD_RESTART_REQUIRED, kind, f"not done within the 900s timeout: {waiting}", T0 + 900, runbook
+        S.POD_RESTART_REQUIRED, kind, f"not done within the 900s timeout: {waiting}", T0 + 900, runbook, new.uid
     )
 
 
@@ -755,8 +756,9 @@ def test_validation_waits_then_fails_listing_what_failed(snap: Any, problems: st
     assert plan.waiting == problems
     assert actions == []
     _, actions = run_step(snap, now=T0 + 600)
-    # The driver pod Ready at the newest revision is recorded: the node recovers only from another.
-    ready = [p.uid for p in snap.driver_pods["n1"] if p.ready]
+    # The driver pod at the newest revision is recorded: after a failed validation the node recovers
+    # only from another.
+    ready = [p.uid for p in snap.driver_pods["n1"] if p.revision_hash == NEW]
     assert actions == failed(
         S.VALIDATION_REQUIRED,
         "validation",

@@ -32,6 +32,7 @@ from upgrader.core.states import (
     FAILED_AT,
     FAILED_DRIVER_POD,
     FAILED_REASON,
+    FAILED_STATE,
     IN_PROGRESS,
     RESTART_ONLY,
     STATE_COUNT_KEYS,
@@ -62,13 +63,13 @@ EDGES = {
     (S.POD_RESTART_REQUIRED, S.WAIT_FOR_JOBS_REQUIRED),  # ... until it changed: the GPU pods go first
     (S.FAILED, S.VALIDATION_REQUIRED),  # the driver of a failed node came back
 } | {(s, S.FAILED) for s in IN_PROGRESS}
-# What detection may write on a node the skip label keeps out: its label, and a failed node's recovery.
+# What detection may write on a node the skip label keeps out: its label (a skipped failed node is left
+# to the person repairing it).
 SKIPPED_EDGES = {
     (None, S.UPGRADE_REQUIRED),
     (None, S.DONE),
     (S.DONE, S.UPGRADE_REQUIRED),
     (S.UPGRADE_REQUIRED, S.DONE),
-    (S.FAILED, S.VALIDATION_REQUIRED),
 }
 # States in which a node is cordoned, whatever happened (uncordon-required may be either: the
 # uncordon lands before the transition to upgrade-done, and a crash can fall in between).
@@ -185,8 +186,8 @@ class Audit:
     @staticmethod
     def _detection(node: WNode, action: Action) -> bool:
         """What upgrader may write on a GPU node the skip label keeps out: detection's labels (an
-        out-of-date node says upgrade-required, as in the GPU Operator), a failed node's recovery,
-        a stale block cleared, Events."""
+        out-of-date node says upgrade-required, as in the GPU Operator), a stale block cleared,
+        Events."""
         if isinstance(action, Event):
             return True
         if not (node.gpu and node.skipped):
@@ -208,7 +209,7 @@ class Audit:
             self._start(world, node)
         if action.source is S.POD_DELETION_REQUIRED:
             self._leave_deletion(world, node, action)
-        restart_only = node.annotations.get(RESTART_ONLY) == "true"
+        restart_only = bool(node.annotations.get(RESTART_ONLY))
         if action.source is S.CORDON_REQUIRED and action.target is S.POD_RESTART_REQUIRED and not restart_only:
             self._bad(world, f"{node.name} went from cordon to the driver restart without a restart-only start")
         if action.source is S.FAILED:
@@ -241,16 +242,17 @@ class Audit:
             )
 
     def _recover(self, world: World, node: WNode) -> None:
-        """A failed node leaves only for validation, once a driver pod other than the one it failed
-        with is Ready at the newest revision."""
-        recorded = node.annotations.get(FAILED_DRIVER_POD)
+        """A failed node leaves only for validation, once a driver pod is Ready at the newest revision:
+        after a failed validation, only another one than the node failed with."""
+        failed_validation = node.annotations.get(FAILED_STATE) == S.VALIDATION_REQUIRED.value
+        recorded = node.annotations.get(FAILED_DRIVER_POD) if failed_validation else None
         ready = [
             p
             for p in world.driver_pods_on(node.name)
             if p.ready and p.active and p.labels.get(HASH_LABEL) == world.newest and p.uid != recorded
         ]
         if not ready:
-            self._bad(world, f"{node.name} left upgrade-failed without a new driver pod Ready at {world.newest}")
+            self._bad(world, f"{node.name} left upgrade-failed without a driver pod Ready at {world.newest}")
 
     def _start(self, world: World, node: WNode) -> None:
         """A node leaves upgrade-required: only in its turn, never while the rollout is halted."""

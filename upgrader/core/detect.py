@@ -5,7 +5,9 @@ did not start itself.
   their driver falls behind or catches up. A node with the skip label is labelled like any other
   (out of date: `upgrade-required`, as in the GPU Operator) but never started.
 - A failed node whose driver pod came up Running and Ready at the newest revision after it failed
-  goes back to validation (the fix was made: a pushed image, a deleted pod, a fixed DaemonSet).
+  goes back to validation (the fix was made: a pushed image, a deleted pod, a fixed DaemonSet);
+  after a failed validation, only a driver pod other than the one it failed with counts. A skipped
+  failed node is left to the person repairing it.
 - A node in progress that upgrader did not start (no `gpu-upgrader.io/started-at`: the GPU
   Operator's upgrade controller started it before the hand-over) is adopted: its timers come from
   the Operator's own annotations where it kept them, and a cordon the Operator recorded as
@@ -36,7 +38,7 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
-from upgrader.core.timefmt import parse_or_none, rfc3339
+from upgrader.core.timefmt import rfc3339
 from upgrader.core.views import NodeView, PodView, Snapshot
 
 # The Operator's start time of the wait a state is in, for states where it keeps one.
@@ -77,7 +79,8 @@ def detect(snapshot: Snapshot, policy: Policy, now: float) -> list[Action]:
     slots = policy.max_parallel_upgrades - sum(1 for n in split.managed if n.state in IN_PROGRESS)
     for node in sorted([*split.managed, *skipped], key=lambda n: n.name):
         if node.state is State.FAILED:
-            if policy.max_parallel_upgrades == 0 or slots > 0:
+            # A skipped failed node is being repaired by hand: it is not validated and uncordoned.
+            if node.name not in split.skipped and (policy.max_parallel_upgrades == 0 or slots > 0):
                 recovered = recover(snapshot, node, policy, now)
                 slots -= len(recovered)
                 actions.extend(recovered)
@@ -115,12 +118,16 @@ def ready_at_newest(snapshot: Snapshot, node: NodeView, policy: Policy) -> PodVi
 
 
 def recover(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> list[Action]:
-    """A failed node goes back to validation once a driver pod other than the one it failed with
-    is Running and Ready at the newest revision."""
+    """A failed node goes back to validation once its driver pod is Running and Ready at the newest
+    revision: any such pod after a failure elsewhere (the image was published, the crash fixed), only
+    another pod than the one it failed with after a failed validation (its driver changed)."""
     pod = ready_at_newest(snapshot, node, policy)
-    if pod is None or pod.uid == node.annotations.get(FAILED_DRIVER_POD):
+    failed_validation = node.annotations.get(FAILED_STATE) == State.VALIDATION_REQUIRED.value
+    if pod is None or (failed_validation and pod.uid == node.annotations.get(FAILED_DRIVER_POD)):
         return []
     annotations: dict[str, str | None] = {
+        # A node the GPU Operator left failed is upgrader's from here: not adopted on the next pass.
+        STARTED_AT: node.annotations.get(STARTED_AT) or rfc3339(now),
         STATE_SINCE: rfc3339(now),
         TARGET_REVISION: pod.revision_hash,
         FAILED_AT: None,
@@ -140,10 +147,12 @@ def recover(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> l
 
 
 def operator_time(value: str | None) -> float | None:
-    """The GPU Operator's timestamps: Unix seconds as a decimal string."""
-    if value is None or not value.strip().isdigit():
+    """The GPU Operator's timestamps: Unix seconds as a decimal string; None for anything else
+    (milliseconds, other digits, the far future), so a bad mark is ignored, never fatal."""
+    text = (value or "").strip()
+    if not text or not text.isascii() or not text.isdecimal() or len(text) > 10:
         return None
-    return float(int(value.strip()))
+    return float(int(text))
 
 
 def adopt(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> list[Action]:
@@ -152,7 +161,8 @@ def adopt(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> lis
         return []
     clock_key = OPERATOR_CLOCKS.get(node.state)
     operator_since = operator_time(node.annotations.get(clock_key)) if clock_key else None
-    since = parse_or_none(node.annotations.get(STATE_SINCE)) or operator_since or now
+    # A state-since on a node upgrader did not start is from an earlier life of the node: not this wait's.
+    since = operator_since or now
     foreign = node.annotations.get(WAS_UNSCHEDULABLE) == "true" or OPERATOR_INITIAL_UNSCHEDULABLE in node.annotations
     annotations: dict[str, str | None] = {
         STARTED_AT: rfc3339(now),

@@ -37,6 +37,14 @@ def is_gpu_pod(pod: PodView, claims: GpuClaims) -> bool:
     return any(claims is None or claims.get(key, True) for key in pod.claims)
 
 
+def may_hold_gpu(pod: PodView, claims: GpuClaims) -> bool:
+    """Not finished (any phase but Succeeded or Failed) and asking for a GPU: stricter than the
+    Operator's filter, for the check that the driver never unloads under a pod."""
+    if pod.terminal:
+        return False
+    return pod.gpus > 0 or any(claims is None or claims.get(key, True) for key in pod.claims)
+
+
 def gpu_pods(pods: Sequence[PodView], claims: GpuClaims) -> list[PodView]:
     return [p for p in pods if is_gpu_pod(p, claims)]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from upgrader.core.gpupods import GpuClaims, gpu_pods
+from upgrader.core.gpupods import GpuClaims, gpu_pods, may_hold_gpu
 from upgrader.core.policy import Policy
 from upgrader.core.states import FAILED_AT, REQUESTED_ANNOTATION, RESTART_ONLY
 from upgrader.core.views import DriverSet, NodeView, PdbView, PodView, Snapshot
@@ -22,8 +22,13 @@ class NodeContext:
     claims: GpuClaims = None
 
     def gpu_pods(self) -> list[PodView]:
-        """The node's pods that hold a GPU, as the GPU Operator decides it."""
+        """The node's pods that hold a GPU, as the GPU Operator decides it (the ones it deletes)."""
         return gpu_pods(self.pods, self.claims)
+
+    def gpu_holders(self) -> list[PodView]:
+        """Pods that may still hold a GPU: any not finished, whatever their phase (Unknown included),
+        for the one check that must not err: the driver never unloads under them."""
+        return [p for p in self.pods if may_hold_gpu(p, self.claims)]
 
     @property
     def flags(self) -> frozenset[str]:
@@ -31,7 +36,7 @@ class NodeContext:
         return frozenset(
             name
             for name, on in (
-                ("restart_only", self.node.annotations.get(RESTART_ONLY) == "true"),
+                ("restart_only", bool(self.node.annotations.get(RESTART_ONLY))),
                 ("drain_enabled", self.policy.drain.enable),
                 ("drain_every_node", self.policy.drain_every_node),
             )

@@ -90,7 +90,7 @@ def eligibility_findings(
 def budget_findings(policy: Policy, never: Sequence[str]) -> list[Finding]:
     """maxUnavailable 0 is the GPU Operator's "only nodes already unavailable progress": say so, with
     the nodes (`never`: those that need the new driver and get no wave) it leaves behind."""
-    if policy.max_unavailable not in (0, "0%") or not never:
+    if policy.max_unavailable_nodes(100) != 0 or not never:
         return []
     names = ", ".join(sorted(never)[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
     return [

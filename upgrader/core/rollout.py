@@ -180,11 +180,12 @@ def fallback(ctx: NodeContext, plan: StepPlan, reason: str, now: float) -> list[
 
 
 def ready_driver_uid(ctx: NodeContext) -> str | None:
-    """The node's driver pod Ready at the newest revision, if any: a failure records it, and the node
-    recovers only once another one is (the driver changed since)."""
+    """The node's live driver pod at the newest revision, Ready or not, if any: a failure records it,
+    and a node that failed validation recovers only once another one is Ready (its driver changed)."""
     target = ctx.target_hash
-    ready = [p for p in ctx.driver_pods if not p.terminating and p.ready and target and p.revision_hash == target]
-    return ready[0].uid if ready else None
+    at_target = [p for p in ctx.driver_pods if not p.terminating and target and p.revision_hash == target]
+    ready = [p for p in at_target if p.ready]
+    return (ready or at_target)[0].uid if at_target else None
 
 
 def clear_if_blocked(node: NodeView) -> dict[str, str | None]:
@@ -335,7 +336,7 @@ def start_nodes(
             OPERATOR_INITIAL_UNSCHEDULABLE: "true" if foreign == "true" else None,
             GPU_BEFORE: before,
             TARGET_REVISION: ctx.target_hash,
-            RESTART_ONLY: "true" if digest else None,
+            RESTART_ONLY: digest,
             FAILED_KIND: None,
             FAILED_STATE: None,
             FAILED_REASON: None,

@@ -81,7 +81,8 @@ FAILED_AT = _A + "failed-at"
 # The driver pod (uid) that was Ready at the newest revision when the node failed: the node recovers
 # only once another one is (a failure with no such pod recovers once any is).
 FAILED_DRIVER_POD = _A + "failed-driver-pod"
-RESTART_ONLY = _A + "restart-only"  # "true": the driver's install configuration did not change
+# The DRIVER_CONFIG_DIGEST a restart-only upgrade started for: its driver restarts under its GPU pods.
+RESTART_ONLY = _A + "restart-only"
 
 # Annotations cleared when a node finishes (done) so the next upgrade starts clean.
 PER_UPGRADE = (

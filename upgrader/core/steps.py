@@ -114,8 +114,9 @@ def _evictions(
     if not pods:
         plan.trigger = trigger
         return plan
-    unmanaged = [p for p in pods if p.owner_kind is None and not force]
-    scratch = [p for p in pods if p.empty_dir and not empty_dir]
+    # A pod already terminating is on its way out whoever owns it: waited for, never a refusal.
+    unmanaged = [p for p in pods if p.owner_kind is None and not force and not p.terminating]
+    scratch = [p for p in pods if p.empty_dir and not empty_dir and not p.terminating]
     if unmanaged or scratch:
         reasons = []
         if unmanaged:
@@ -203,7 +204,7 @@ def restart_driver(ctx: NodeContext) -> StepPlan:
         plan.trigger = "config_changed"  # the driver will be reinstalled: its GPU pods go first
         return plan
     if stale:
-        clients = [] if restart_only else ctx.gpu_pods()
+        clients = [] if restart_only else ctx.gpu_holders()
         if clients:
             verb = "holds" if len(clients) == 1 else "hold"
             plan.blocked = Blocked(
@@ -217,6 +218,17 @@ def restart_driver(ctx: NodeContext) -> StepPlan:
         plan.waiting = f"restarting driver pod {_names(stale)}"
         return plan
     fresh = [p for p in live if target is None or p.revision_hash == target]
+    changed = restart_only and [p for p in fresh if p.config_digest != ctx.node.annotations.get(RESTART_ONLY)]
+    holders = ctx.gpu_holders() if changed else []
+    if changed and holders:
+        # The template changed between the decision and the new pod: that driver installs anew.
+        plan.blocked = Blocked(
+            "gpu-pods",
+            f"the driver configuration changed during a restart-only upgrade (DRIVER_CONFIG_DIGEST "
+            f"{ctx.node.annotations.get(RESTART_ONLY)} -> {changed[0].config_digest}) while "
+            f"{_plural(len(holders), 'pod')} still held GPUs: {_names(holders)}; move them off the node",
+        )
+        return plan
     if fresh and all(p.ready for p in fresh):
         plan.trigger = "driver_restarted"
         return plan

@@ -202,10 +202,13 @@ def config_digest(pod_spec: Any) -> str | None:
     containers first (where k8s-driver-manager carries it), as the Operator reads it."""
     if not isinstance(pod_spec, Mapping):
         return None
-    for container in (*(pod_spec.get("initContainers") or ()), *(pod_spec.get("containers") or ())):
-        for env in (container.get("env") if isinstance(container, Mapping) else None) or ():
-            if isinstance(env, Mapping) and env.get("name") == DIGEST_ENV and env.get("value"):
-                return str(env["value"])
+    for key in ("initContainers", "containers"):
+        containers = pod_spec.get(key)
+        for container in containers if isinstance(containers, list) else ():
+            env = container.get("env") if isinstance(container, Mapping) else None
+            for var in env if isinstance(env, list) else ():
+                if isinstance(var, Mapping) and var.get("name") == DIGEST_ENV and var.get("value"):
+                    return str(var["value"])
     return None
 
 

@@ -253,7 +253,7 @@ class DaemonSetController:
                     return
                 now = rfc3339(self.store.clock.now())
                 self.store.mutate(self.pods, ns, name, lambda p: mark_image_pull_error(p, missing, now))
-                backoff = min(300.0, self.settings.image_pull_backoff * 2**attempt)
+                backoff = min(300.0, self.settings.image_pull_backoff * 2 ** min(attempt, 16))
                 retry = lambda: self._retry(ns, name, uid, attempt)  # noqa: E731
                 self.store.scheduler.after(backoff, f"retry pull {missing}", retry)
 
