@@ -107,6 +107,7 @@ def pod(
     claims: tuple[str, ...] = (),
     digest: str | None = None,
     images: tuple[str, ...] = (),
+    created: float | None = None,
 ) -> PodView:
     return PodView(
         namespace=namespace,
@@ -128,6 +129,7 @@ def pod(
         claims=claims,
         config_digest=digest,
         images=images,
+        created=created,
     )
 
 

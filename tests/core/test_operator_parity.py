@@ -113,7 +113,8 @@ def test_the_gpu_pods_it_may_delete_go_first_then_the_drain_takes_the_rest() -> 
     assert [a.uid for a in plan.attempts if isinstance(a, Evict)] == ["u-train"]
     assert not any(isinstance(a, Transition) for a in actions)
     assert plan.waiting == (
-        "cannot evict: default/solo not managed by a controller (set gpuPodDeletion.force to delete); the rest go first"
+        "evicting 1 pod: default/train-0; cannot evict: default/solo not managed by a controller (set "
+        "gpuPodDeletion.force to delete); the rest go first"
     )
     _, actions = run_step(_deletion(solo, gpu_pod("train-0", terminating=True)), pol=policy(**DRAIN), now=T0 + 6)
     assert not any(isinstance(a, Transition) for a in actions)  # still terminating
@@ -217,7 +218,7 @@ def test_a_start_removes_an_operator_record_that_no_longer_holds() -> None:
     [
         ({OPERATOR_INITIAL_UNSCHEDULABLE: "true"}, []),
         ({OPERATOR_INITIAL_UNSCHEDULABLE: ""}, []),  # the Operator reads presence
-        ({}, ["uncordon"]),
+        ({WAS_UNSCHEDULABLE: "false"}, ["uncordon"]),
     ],
 )
 def test_uncordon_honours_the_operators_record(annotations: dict[str, str], attempts: list[str]) -> None:
@@ -509,7 +510,8 @@ def test_a_warning_decided_with_a_refused_state_change_is_not_sent() -> None:
 def test_finished_deletion_and_drain_are_told_as_the_operator_tells_them(
     state: State, pol: dict[str, Any], finished: str
 ) -> None:
-    snap = snapshot([node(state=state, since=0, annotations={STARTED_AT: at(0)})], [driver_pod(revision=OLD)])
+    view = node(state=state, since=0, unschedulable=True, annotations={STARTED_AT: at(0)})
+    snap = snapshot([view], [driver_pod(revision=OLD)])
     applied: list[Action] = []
 
     def apply(actions: list[Action]) -> list[Outcome]:

@@ -159,9 +159,58 @@ def test_cordoned_nodes_start_even_when_the_fleet_is_over_budget() -> None:
     assert (schedule.in_progress, schedule.unavailable) == (2, 2)
 
 
-def test_in_progress_nodes_of_other_domains_count() -> None:
-    nodes = fleet(("n1", "b", S.CORDON_REQUIRED), ("n2", "a", REQ), ("n3", "a", REQ))
-    assert starts(nodes, policy(maxParallelUpgrades=2, maxUnavailable=2)) == ["n2"]
+def test_a_node_in_progress_in_another_domain_finishes_before_anything_starts() -> None:
+    """b's node is in progress (the order changed, a zone was relabelled, a replica had another
+    order) while the rollout is on a: nothing starts until it is done, then a goes on."""
+    nodes = fleet(("n1", "b", S.CORDON_REQUIRED), ("n2", "a", REQ), ("n3", "a", REQ), ("n4", "b", REQ))
+    schedule = plan_starts(nodes, policy(maxParallelUpgrades=0, maxUnavailable="100%"), T0, True, set())
+    assert (schedule.starts, schedule.current_domain) == ([], "a")
+    assert schedule.waiting == (
+        "nodes of domain b are in progress while the rollout is on domain a (the order, a zone label or "
+        "the fleet changed mid-rollout): no node starts until they finish"
+    )
+    done = fleet(("n1", "b", DONE), ("n2", "a", REQ), ("n3", "a", REQ), ("n4", "b", REQ))
+    assert plan_starts(done, policy(maxParallelUpgrades=0, maxUnavailable="100%"), T0, True, set()).starts == [
+        "n2",
+        "n3",
+    ]
+
+
+def test_the_domain_the_rollout_is_on_keeps_starting_beside_its_own_nodes_in_progress() -> None:
+    nodes = fleet(("n1", "b", S.CORDON_REQUIRED), ("n2", "a", DONE), ("n4", "b", REQ))
+    schedule = plan_starts(nodes, policy(maxParallelUpgrades=2, maxUnavailable=2), T0, True, set())
+    assert (schedule.starts, schedule.current_domain) == (["n4"], "b")
+
+
+def test_the_rollout_stays_on_its_domain_until_it_is_finished() -> None:
+    """The last status said b: b goes on though the policy now puts c first."""
+    nodes = fleet(("b1", "b", DONE), ("b2", "b", REQ), ("c1", "c", REQ))
+    pol = policy(failureDomains={"order": ["c", "b"]})
+    schedule = plan_starts(nodes, pol, T0, True, set(), last_domain="b")
+    assert (schedule.starts, schedule.current_domain) == (["b2"], "b")
+
+
+def test_a_node_of_a_finished_domain_needing_the_upgrade_again_waits_for_the_orders_next_turn() -> None:
+    """a finished, b is the current domain (between two of its nodes): a re-requested a-node waits
+    until b is done; then the order is read again from the canary, so a goes before c."""
+    pol = policy(maxParallelUpgrades=1)
+    nodes = fleet(("a1", "a", REQ), ("b1", "b", DONE), ("b2", "b", REQ), ("c1", "c", REQ))
+    assert plan_starts(nodes, pol, T0, True, set(), last_domain="b").starts == ["b2"]
+    nodes = fleet(("a1", "a", REQ), ("b1", "b", DONE), ("b2", "b", DONE), ("c1", "c", REQ))
+    schedule = plan_starts(nodes, pol, T0, True, set(), last_domain="b")
+    assert (schedule.starts, schedule.current_domain) == (["a1"], "a")
+
+
+def test_the_soak_counts_from_the_domain_the_rollout_left() -> None:
+    nodes = fleet(("a1", "a", REQ), ("b1", "b", DONE, {"since": -30}), ("c1", "c", REQ))
+    pol = policy(failureDomains={"soakSeconds": 60})
+    schedule = plan_starts(nodes, pol, T0, True, set(), last_domain="b")
+    assert (schedule.starts, schedule.waiting) == ([], "soaking domain b for 30s more")
+
+
+def test_a_last_domain_that_is_gone_starts_from_the_order() -> None:
+    nodes = fleet(("a1", "a", REQ), ("b1", "b", REQ))
+    assert plan_starts(nodes, Policy(), T0, True, set(), last_domain="zone-that-was").starts == ["a1"]
 
 
 # ----- domains, soak, pause ------------------------------------------------------------------------
@@ -359,12 +408,13 @@ def test_plan_starts_never_exceeds_the_budgets(
     assert len(newly_unavailable) <= max(0, pol.max_unavailable_nodes(len(nodes)) - unavailable)
     assert schedule.in_progress == in_progress + len(schedule.starts)
     assert schedule.unavailable == unavailable + len(newly_unavailable)
-    # Only the current domain starts, and every domain before it is finished: done, or failed and
-    # acknowledged, or failed outside the canary domain under onNodeFailure: continue.
+    # Only the current domain starts, never beside nodes in progress of another domain, and every
+    # domain before it is finished: done, or failed and acknowledged, or failed outside the canary
+    # domain under onNodeFailure: continue.
     assert {_domain(by_name[s]) for s in schedule.starts} <= {schedule.current_domain}
-    current = (
-        schedule.domains.index(schedule.current_domain) if schedule.current_domain else len(schedule.domains)
-    )
+    if schedule.starts:
+        assert {_domain(n) for n in nodes if n.state in IN_PROGRESS} <= {schedule.current_domain}
+    current = schedule.domains.index(schedule.current_domain) if schedule.current_domain else len(schedule.domains)
     canary = schedule.domains[0] if schedule.domains else None
     for n in nodes:
         if _domain(n) in schedule.domains[:current]:

@@ -266,7 +266,8 @@ def test_pod_deletion_evicts_only_gpu_pods() -> None:
         Evict("n1", "default", "train-0", "u-train"),
         Evict("n1", "serving", "infer-0", "u-infer"),
     ]
-    assert plan.blocked is None and plan.waiting is None
+    assert plan.blocked is None
+    assert plan.waiting == "evicting 2 pods: default/train-0, serving/infer-0"  # a wait with the step's clock
     assert actions == []  # evicted; the pods are gone on a later pass
 
 
@@ -463,7 +464,7 @@ def test_terminating_gpu_pods_are_waited_for_not_evicted_again() -> None:
     snap = _deletion(gpu_pod("train-0", terminating=True), gpu_pod("train-1"))
     plan, actions = run_step(snap, now=T0 + 30)
     assert [a.name for a in plan.attempts] == ["train-1"]
-    assert plan.waiting == "waiting for 1 pod to terminate: default/train-0"
+    assert plan.waiting == "evicting 1 pod: default/train-1; waiting for 1 pod to terminate: default/train-0"
     assert actions == []
 
 
@@ -831,7 +832,7 @@ UPGRADE_ANNOTATIONS = {
         ("false", True, [SetUnschedulable("n1", False)]),
         ("true", True, []),  # someone else had cordoned it before us: it stays cordoned
         ("false", False, []),  # already schedulable
-        (None, True, [SetUnschedulable("n1", False)]),
+        (None, False, []),  # someone uncordoned it: nothing to decide
     ],
 )
 def test_uncordon_respects_who_cordoned_the_node(was: str | None, unschedulable: bool, attempts: list[Any]) -> None:
@@ -842,6 +843,23 @@ def test_uncordon_respects_who_cordoned_the_node(was: str | None, unschedulable:
     plan, actions = run_step(snap, now=T0 + 70)
     assert plan.attempts == attempts
     assert transition(actions).target is S.DONE
+
+
+@pytest.mark.parametrize(("was", "shown"), [(None, "missing"), ("yes", "'yes', not true or false")])
+def test_a_cordon_no_record_says_is_ours_stays_and_blocks(was: str | None, shown: str) -> None:
+    """A lost record must not lift an admin's cordon: the node stays cordoned, and says why."""
+    annotations = {**UPGRADE_ANNOTATIONS, **({WAS_UNSCHEDULABLE: was} if was is not None else {})}
+    snap = snapshot([node(state=S.UNCORDON_REQUIRED, since=0, unschedulable=True, annotations=annotations)])
+    plan, actions = run_step(snap, now=T0 + 70)
+    assert plan.attempts == []
+    assert actions == blocked(
+        "cordon-record",
+        f"no record says upgrader cordoned the node ({WAS_UNSCHEDULABLE} is {shown}), so it stays cordoned: "
+        f"uncordon it yourself if upgrader cordoned it, or annotate {WAS_UNSCHEDULABLE}=false",
+        at(70),
+        S.UNCORDON_REQUIRED,
+        "cordon-record-missing",
+    )
 
 
 def test_reaching_done_clears_the_per_upgrade_and_requested_annotations() -> None:

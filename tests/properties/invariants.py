@@ -255,37 +255,57 @@ class Audit:
             self._bad(world, f"{node.name} left upgrade-failed without a driver pod Ready at {world.newest}")
 
     def _start(self, world: World, node: WNode) -> None:
-        """A node leaves upgrade-required: only in its turn, never while the rollout is halted."""
+        """A node leaves upgrade-required: only in its turn, never while the rollout is halted.
+
+        Its turn (docs/policy.md): no node of another domain is in progress; the rollout stays on the
+        domain its last status named while that is unfinished, and otherwise takes the first
+        unfinished domain in the order (canary first); the soak counts from the domain it left.
+        """
         causes = halt_causes(world, self.policy)
         if causes:
             self._bad(world, f"{node.name} started while the rollout must not start nodes: {'; '.join(causes)}")
         managed = world.managed()
         sequence = domain_sequence(managed, self.policy)
         members = {d: [n for n in managed if n.zone == d] for d in sequence}
-        k = sequence.index(node.zone)
-        for i, domain in enumerate(sequence[:k]):
-            unfinished = [n.name for n in members[domain] if not settled(world, n, self.policy, i == 0)]
-            if unfinished:
-                what = "canary domain" if i == 0 else "domain"
-                self._bad(
-                    world,
-                    f"{node.name} (domain {node.zone}) started before {what} {domain} finished: "
-                    f"{', '.join(f'{n}={world.nodes[n].state}' for n in unfinished)}",
-                )
-        soak = self.policy.failure_domains.soak_seconds
+
+        def unfinished(domain: str) -> list[str]:
+            canary = domain == sequence[0]
+            return [n.name for n in members[domain] if not settled(world, n, self.policy, canary)]
+
+        busy_elsewhere = [n.name for n in managed if n.state in IN_PROGRESS and n.zone != node.zone]
+        if busy_elsewhere:
+            self._bad(world, f"{node.name} (domain {node.zone}) started while {busy_elsewhere} of other domains run")
         busy = any(n.state in IN_PROGRESS for n in members[node.zone] if n is not node)
-        if k > 0 and soak and not busy:
-            finished_at = max(n.label_since for n in members[sequence[k - 1]])
+        last = world.previous_status.get("current_domain")
+        if last in sequence and last != node.zone and unfinished(last):
+            self._bad(world, f"{node.name} (domain {node.zone}) started before domain {last} finished")
+        if not (last == node.zone and unfinished(node.zone)):  # else it stays on its domain
+            for i, domain in enumerate(sequence[: sequence.index(node.zone)]):
+                left = unfinished(domain)
+                if left:
+                    what = "canary domain" if i == 0 else "domain"
+                    self._bad(
+                        world,
+                        f"{node.name} (domain {node.zone}) started before {what} {domain} finished: "
+                        f"{', '.join(f'{n}={world.nodes[n].state}' for n in left)}",
+                    )
+        k = sequence.index(node.zone)
+        previous = last if last in sequence and last != node.zone else (sequence[k - 1] if k > 0 else None)
+        soak = self.policy.failure_domains.soak_seconds
+        if previous is not None and soak and not busy and not unfinished(previous):
+            finished_at = max(n.label_since for n in members[previous])
             if world.now < finished_at + soak:
                 self._bad(
                     world,
-                    f"{node.name} started {world.now - finished_at}s after domain {sequence[k - 1]} "
+                    f"{node.name} started {world.now - finished_at}s after domain {previous} "
                     f"finished, inside soakSeconds {soak}",
                 )
 
     def _cordon(self, world: World, node: WNode, action: SetUnschedulable) -> None:
         if action.unschedulable:
-            if node.state is not S.CORDON_REQUIRED:
+            # Its own cordon, or again in a later step after someone lifted it (docs/policy.md).
+            again = node.state in CORDONED and not node.unschedulable
+            if node.state is not S.CORDON_REQUIRED and not again:
                 self._bad(world, f"{node.name} cordoned in {node.state}")
             return
         if node.state is not S.UNCORDON_REQUIRED:
@@ -322,10 +342,13 @@ class Audit:
 
 
 def upgrader_unavailable(world: World) -> list[str]:
-    """Managed nodes unavailable because of upgrader: in progress, failed or cordoned by it, except
-    nodes someone else had already cordoned when upgrader started them (those start for free)."""
+    """Driver nodes unavailable because of upgrader (skipped ones included: a node upgrader cordoned
+    counts whatever happened to its labels since): in progress, failed or cordoned by it, except nodes
+    someone else had already cordoned when upgrader started them (those start for free)."""
     out = []
-    for n in world.managed():
+    for n in world.nodes.values():
+        if not n.gpu:
+            continue
         ours = n.state in IN_PROGRESS or n.state is S.FAILED or (n.unschedulable and not n.foreign_cordon)
         if ours and not (n.foreign_at_start and n.started_seq >= 0):
             out.append(n.name)
@@ -340,7 +363,8 @@ def check_state(world: World, policy: Policy) -> list[str]:
     parallel = policy.max_parallel_upgrades
     if parallel and len(in_progress) > parallel:
         bad.append(f"{len(in_progress)} nodes in progress {in_progress} > maxParallelUpgrades {parallel}")
-    ours, limit = upgrader_unavailable(world), max_unavailable(policy, len(managed))
+    gpu_nodes = [n for n in world.nodes.values() if n.gpu]
+    ours, limit = upgrader_unavailable(world), max_unavailable(policy, len(gpu_nodes))
     # An operator shrinking the fleet (skip labels) shrinks a percentage budget under nodes already
     # started; only a start made on the fleet as it is now can overspend it.
     since_change = [n for n in ours if world.nodes[n].started_seq > world.fleet_seq]
@@ -358,7 +382,7 @@ def check_state(world: World, policy: Policy) -> list[str]:
                 bad.append(f"{n.name} is blocked without blocked-reason/blocked-since: {a}")
             if n.state not in IN_PROGRESS:
                 bad.append(f"{n.name} carries a block in {n.state}")
-        if n.state in CORDONED | {S.FAILED} and not n.unschedulable:
+        if n.state in CORDONED | {S.FAILED} and not n.unschedulable and not n.uncordoned_by_other:
             bad.append(f"{n.name} is {n.state} but schedulable")
         if n.state is S.DONE and n.unschedulable and not n.foreign_cordon:
             bad.append(f"{n.name} is upgrade-done but left cordoned by upgrader")

@@ -234,6 +234,14 @@ class RolloutMachine(RuleBasedStateMachine):
         self.reconcile(then)
 
     @rule(i=INDEX, then=THEN)
+    def someone_else_uncordons(self, i: int, then: int) -> None:
+        """`kubectl uncordon`, mid-upgrade or not: upgrader cordons a node in progress again."""
+        nodes = sorted(n.name for n in self.world.nodes.values() if n.unschedulable)
+        if nodes:
+            self.world.uncordon_by_other(nodes[i % len(nodes)])
+        self.reconcile(then)
+
+    @rule(i=INDEX, then=THEN)
     def operator_relabels_failed_node(self, i: int, then: int) -> None:
         """`kubectl label node X nvidia.com/gpu-driver-upgrade-state=upgrade-required --overwrite`."""
         nodes = sorted(n.name for n in self.world.nodes.values() if n.state is State.FAILED)
@@ -331,9 +339,10 @@ def test_rollout_without_blockers_ends_with_every_node_done(
     (in validation-required too: see test_found_bugs.py)."""
     world = World(spec)
     managed = world.managed()
-    # Nodes someone else cordoned stay cordoned and count against maxUnavailable for good
-    # (docs/policy.md); when they use it all up, the rest never starts: that is a blocker.
-    assume(sum(1 for n in managed if n.foreign_cordon) < max_unavailable(policy, len(managed)))
+    # Nodes someone else cordoned stay cordoned and count against maxUnavailable for good, skipped
+    # ones too (docs/policy.md); when they use it all up, the rest never starts: that is a blocker.
+    gpu_nodes = [n for n in world.nodes.values() if n.gpu]
+    assume(sum(1 for n in gpu_nodes if n.foreign_cordon) < max_unavailable(policy, len(gpu_nodes)))
     audit = Audit(policy)
     world.auditors.append(audit)
     released = -1 if release_at is None else MAX_PASSES  # the pass before which it was released

@@ -130,6 +130,7 @@ class WNode:
     resource_version: int = 1
     # Bookkeeping Kubernetes has not: who cordoned the node, when upgrader last started it.
     foreign_cordon: bool = False  # someone else's cordon is in effect (set on a schedulable node)
+    uncordoned_by_other: bool = False  # someone lifted the node's cordon since upgrader last set it
     foreign_cordon_seq: int = -1  # world sequence number of that cordon
     # Upgrader's start of the node's current upgrade cycle (a retried failure continues the cycle:
     # its cordon is upgrader's own, and upgrader cannot tell a cordon added in between from it).
@@ -550,6 +551,7 @@ class World:
         elif isinstance(action, SetUnschedulable):
             node = self.nodes[action.node]
             node.unschedulable = action.unschedulable
+            node.uncordoned_by_other = False
             if not action.unschedulable:
                 node.foreign_cordon = False  # one bit: whoever's cordon it was is gone
             node.resource_version += 1
@@ -697,6 +699,15 @@ class World:
             return
         self.seq += 1
         n.unschedulable, n.foreign_cordon, n.foreign_cordon_seq = True, True, self.seq
+        n.resource_version += 1
+
+    def uncordon_by_other(self, node: str) -> None:
+        """`kubectl uncordon` by someone else, whoever's cordon it was."""
+        n = self.nodes[node]
+        if not n.unschedulable:
+            return
+        self.seq += 1
+        n.unschedulable, n.foreign_cordon, n.uncordoned_by_other = False, False, True
         n.resource_version += 1
 
     def relabel(self, node: str, state: State) -> None:

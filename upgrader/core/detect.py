@@ -126,8 +126,11 @@ def recover(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> l
     if pod is None or (failed_validation and pod.uid == node.annotations.get(FAILED_DRIVER_POD)):
         return []
     annotations: dict[str, str | None] = {
-        # A node the GPU Operator left failed is upgrader's from here: not adopted on the next pass.
+        # A node the GPU Operator left failed is upgrader's from here: not adopted on the next pass,
+        # its cordon the Operator's (lifted at the end) unless the Operator recorded someone else's.
         STARTED_AT: node.annotations.get(STARTED_AT) or rfc3339(now),
+        WAS_UNSCHEDULABLE: node.annotations.get(WAS_UNSCHEDULABLE)
+        or ("true" if OPERATOR_INITIAL_UNSCHEDULABLE in node.annotations else "false"),
         STATE_SINCE: rfc3339(now),
         TARGET_REVISION: pod.revision_hash,
         FAILED_AT: None,

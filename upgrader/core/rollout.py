@@ -13,7 +13,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from upgrader.core.actions import Action, Annotate, Event, Evict, Outcome, Result, Transition
+from upgrader.core.actions import (
+    Action,
+    Annotate,
+    DeletePod,
+    Event,
+    Evict,
+    Outcome,
+    Result,
+    SetUnschedulable,
+    Transition,
+)
 from upgrader.core.machine import fire
 from upgrader.core.node_context import NodeContext, context, restart_only_digest
 from upgrader.core.policy import OnBlockedTimeout, OnNodeFailure, Policy
@@ -44,7 +54,7 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
-from upgrader.core.steps import STEPS, Blocked, StepPlan, entry_annotations
+from upgrader.core.steps import STEPS, Blocked, StepPlan, entry_annotations, keep_cordoned
 from upgrader.core.timefmt import parse_or_none, rfc3339
 from upgrader.core.views import NodeView, Snapshot
 
@@ -87,7 +97,7 @@ def plan_steps(snapshot: Snapshot, policy: Policy) -> list[tuple[NodeContext, St
     for node in fleet(snapshot).managed:
         if node.state in IN_PROGRESS:
             ctx = context(snapshot, node.name, policy)
-            out.append((ctx, STEPS[node.state](ctx)))
+            out.append((ctx, keep_cordoned(ctx, STEPS[node.state](ctx))))
     return out
 
 
@@ -102,8 +112,11 @@ def conclude(
     assert node.state is not None
     refused, spent = _refusals(plan, outcomes, disrupted)
     blocked = plan.blocked or refused
-    if spent:
-        plan.waiting = spent if not plan.waiting else f"{plan.waiting}; {spent}"
+    evicted = [o.action for o in outcomes if isinstance(o.action, Evict) and o.result is Result.OK]
+    # Evicting is a wait like any other: its clock runs, however many passes it evicts again.
+    notes = [f"evicting {len(evicted)} pod{'s' if len(evicted) != 1 else ''}: {_keys(evicted)}"] if evicted else []
+    notes += [note for note in (plan.waiting, spent) if note]
+    plan.waiting = "; ".join(notes) or None
     entered = parse_or_none(node.annotations.get(plan.clock)) or now
     timed_out = plan.timeout > 0 and now - entered >= plan.timeout
     if plan.fallback and blocked is not None and (timed_out or (plan.hopeless and plan.blocked is not None)):
@@ -114,8 +127,16 @@ def conclude(
             return fail(node, blocked.kind, reason, now, ready_driver_uid(ctx))
         suffix = f" (past the {plan.timeout}s timeout)" if timed_out else ""
         return block(node, Blocked(blocked.kind, blocked.reason + suffix), now)
-    if any(o.result in (Result.ERROR, Result.CONFLICT) for o in outcomes):
-        return []  # transient: the next pass re-reads and tries again
+    failures = [o for o in outcomes if o.result is Result.ERROR]
+    if failures:
+        # The API failing is a wait like any other: it has the step's clock and shows its error.
+        plan.trigger, plan.stamp_on_success = None, None
+        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+        plan.waiting = f"{what_failed(failures[0].action)} failed: {failures[0].message}{more}"
+        if not timed_out:
+            return []
+    elif any(o.result is Result.CONFLICT for o in outcomes):
+        return []  # someone changed the node first: the next pass re-reads and decides again
     if plan.stamp_on_success and any(o.result is Result.OK for o in outcomes):
         # This pass started something with its own clock (the driver restart): start that clock.
         # Not when every attempt found its pod gone already: a restart that keeps "deleting" a pod
@@ -162,6 +183,22 @@ def conclude(
             Event(node.name, "Normal", f"no longer blocked in {node.state.value}"),
         ]
     return []
+
+
+def _keys(evictions: Sequence[Action], limit: int = 5) -> str:
+    keys = sorted(f"{getattr(a, 'namespace', '')}/{getattr(a, 'name', '')}" for a in evictions)
+    return ", ".join(keys[:limit]) + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def what_failed(action: Action) -> str:
+    """The attempt an API error stopped, in a person's words."""
+    if isinstance(action, Evict):
+        return f"eviction of {action.namespace}/{action.name}"
+    if isinstance(action, DeletePod):
+        return f"deletion of driver pod {action.namespace}/{action.name}"
+    if isinstance(action, SetUnschedulable):
+        return "cordon" if action.unschedulable else "uncordon"
+    return f"{type(action).__name__} on {getattr(action, 'node', '?')}"
 
 
 # What a fallback transition says, by trigger.
@@ -316,9 +353,18 @@ def start_nodes(
     snapshot: Snapshot, policy: Policy, now: float, may_start: bool, acknowledged: set[str]
 ) -> tuple[Schedule, list[Action]]:
     """Pick nodes to leave upgrade-required, recording what they were like before we touched them."""
-    nodes = fleet(snapshot).managed
+    split = fleet(snapshot)
+    nodes = split.managed
+    bystanders = [snapshot.nodes[name] for name in [*split.skipped, *(name for name, _ in split.invalid)]]
+    last = snapshot.control.previous.get("current_domain")
     schedule = plan_starts(
-        nodes, policy, now, may_start and policy.auto_upgrade, settled_failures(nodes, policy, acknowledged)
+        nodes,
+        policy,
+        now,
+        may_start and policy.auto_upgrade,
+        settled_failures(nodes, policy, acknowledged),
+        last_domain=last if isinstance(last, str) else None,
+        bystanders=bystanders,
     )
     actions: list[Action] = []
     stamp = rfc3339(now)
@@ -326,7 +372,10 @@ def start_nodes(
         node = snapshot.nodes[name]
         ctx = context(snapshot, name, policy)
         before = node.annotations.get(GPU_BEFORE) or node.gpu_allocatable
-        foreign = node.annotations.get(WAS_UNSCHEDULABLE) or ("true" if node.unschedulable else "false")
+        # Cordoned now: by someone else, unless a record from an earlier try of ours says it is ours.
+        # Schedulable now: any cordon from here on is ours, whatever an old record says.
+        recorded = node.annotations.get(WAS_UNSCHEDULABLE)
+        foreign = (recorded if recorded in ("true", "false") else "true") if node.unschedulable else "false"
         digest = restart_only_digest(ctx)
         annotations: dict[str, str | None] = {
             STATE_SINCE: stamp,

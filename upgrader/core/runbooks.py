@@ -8,6 +8,7 @@ RUNBOOKS = {
     "pod-deletion": "gpu-pod-deletion-blocked",
     "drain": "drain-blocked",
     "gpu-pods": "gpu-pods-still-running",
+    "cordon-record": "cordon-record-missing",
     "image": "missing-driver-image",
     "driver-restart": "driver-pod-not-ready",
     "validation": "validation-failure",

@@ -3,18 +3,22 @@ maxParallelUpgrades / maxUnavailable budgets.
 
 How nodes count (documented in docs/policy.md):
 - in progress: states cordon-required .. uncordon-required; at most maxParallelUpgrades (0 = no limit).
-- unavailable: managed nodes that are in progress, failed (left cordoned), cordoned by anyone, or
-  NotReady. Starting a node that is already unavailable (e.g. cordoned by someone else) does not
-  spend budget, so such nodes go first within their domain.
+- unavailable: driver nodes that are in progress, failed (left cordoned), cordoned by anyone, or
+  NotReady, skipped nodes and nodes with an unreadable label included (a percentage is of all of
+  them, as in the GPU Operator). Starting a node that is already unavailable (e.g. cordoned by
+  someone else) does not spend budget, so such nodes go first within their domain.
 - a domain is finished when each of its nodes is upgrade-done or failed, a failure counting only
   once acknowledged (`upgrader resume`), or at once under onNodeFailure: continue outside the canary
   domain (the rollout goes on without the node). The next domain starts soakSeconds after the last
   node of the previous one finished.
+- a domain with a node in progress is the current one, whatever the policy says; nodes of two
+  domains in progress at once start nothing (see `pick_domain`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from upgrader.core.policy import OnNodeFailure, Policy
@@ -68,6 +72,47 @@ def _finished(node: NodeView, acknowledged: set[str], go_on: bool) -> bool:
     return node.state is State.DONE or (node.state is State.FAILED and (go_on or node.name in acknowledged))
 
 
+def pick_domain(
+    order: list[str],
+    by_domain: dict[str, list[NodeView]],
+    policy: Policy,
+    acknowledged: set[str],
+    last: str | None,
+) -> tuple[str | None, str | None, str | None]:
+    """The domain the rollout is on, the domain finished just before it (for the soak), and why no node
+    may start at all.
+
+    The order is a property of the cluster's state, not of the policy text alone. The rollout stays on
+    `last` (the current domain of the last status written) until it is finished, and only then takes
+    the first unfinished domain in the order: a node of an earlier domain that needs the upgrade again
+    waits for that turn, and a new driver after a finished rollout starts with the canary again. Nodes
+    in progress in another domain (the order, a zone label or the fleet changed, a second replica had
+    another order) finish first, and nothing starts meanwhile.
+    """
+
+    def finished(domain: str) -> bool:
+        # The canary (first) domain's failures always wait for an acknowledgement.
+        go_on = policy.on_node_failure is OnNodeFailure.CONTINUE and domain != order[0]
+        return all(_finished(n, acknowledged, go_on) for n in by_domain[domain])
+
+    unfinished = [d for d in order if not finished(d)]
+    active = [d for d in order if any(n.state in IN_PROGRESS for n in by_domain[d])]
+    if not unfinished:
+        return None, None, None
+    current = last if last in unfinished and last is not None else unfinished[0]
+    elsewhere = [d for d in active if d != current]
+    if elsewhere:
+        return current, None, (
+            f"nodes of domain {', '.join(elsewhere)} are in progress while the rollout is on domain {current} "
+            "(the order, a zone label or the fleet changed mid-rollout): no node starts until they finish"
+        )
+    # The soak counts from the domain finished just before this one: the last one the rollout was on
+    # when it moves on, or the one before this in the order.
+    index = order.index(current)
+    before = last if last in order and last != current else (order[index - 1] if index > 0 else None)
+    return current, (before if before is not None and finished(before) else None), None
+
+
 def plan_starts(
     nodes: list[NodeView],
     policy: Policy,
@@ -75,8 +120,14 @@ def plan_starts(
     may_start: bool,
     acknowledged_failures: set[str],
     fleet_size: int | None = None,
+    last_domain: str | None = None,
+    bystanders: Sequence[NodeView] = (),
 ) -> Schedule:
-    """`nodes` are the managed nodes; `may_start` is False while paused or halted.
+    """`nodes` are the managed nodes; `may_start` is False while paused or halted; `last_domain` is the
+    current domain the last status recorded (see `pick_domain`); `bystanders` are the other driver
+    nodes (skipped, or with a label that cannot be read): never started, but a cordoned or NotReady one
+    takes its share of maxUnavailable all the same, as in the GPU Operator, which counts every node
+    with a driver. A node upgrader cordoned keeps counting whatever its label was changed to.
 
     `fleet_size` scales a percentage maxUnavailable when `nodes` is a subset that leaves out nodes
     which cannot matter (done, available, not in the current domain), as the plan's wave replay does.
@@ -86,8 +137,9 @@ def plan_starts(
     for node in nodes:
         by_domain[domain_of(node, policy)].append(node)
     in_progress = sum(1 for n in nodes if n.state in IN_PROGRESS)
-    unavailable = sum(1 for n in nodes if is_unavailable(n))
-    max_unavailable = policy.max_unavailable_nodes(len(nodes) if fleet_size is None else fleet_size)
+    unavailable = sum(1 for n in (*nodes, *bystanders) if is_unavailable(n))
+    size = len(nodes) + len(bystanders) if fleet_size is None else fleet_size
+    max_unavailable = policy.max_unavailable_nodes(size)
 
     def result(starts: list[str], domain: str | None, waiting: str | None) -> Schedule:
         return Schedule(
@@ -100,16 +152,9 @@ def plan_starts(
             max_unavailable,
         )
 
-    current, previous = None, None
-    for domain in order:
-        # The canary (first) domain's failures always wait for an acknowledgement.
-        go_on = policy.on_node_failure is OnNodeFailure.CONTINUE and domain != order[0]
-        if not all(_finished(n, acknowledged_failures, go_on) for n in by_domain[domain]):
-            current = domain
-            break
-        previous = domain
-    if current is None:
-        return result([], None, None)
+    current, previous, stuck = pick_domain(order, by_domain, policy, acknowledged_failures, last_domain)
+    if current is None or stuck:
+        return result([], current, stuck)
     if previous is not None and policy.failure_domains.soak_seconds:
         finished_at = max((parse_or_none(n.annotations.get(STATE_SINCE)) or 0.0) for n in by_domain[previous])
         soak_until = finished_at + policy.failure_domains.soak_seconds

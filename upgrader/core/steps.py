@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from upgrader.core.actions import Action, DeletePod, Evict, SetUnschedulable
+from upgrader.core.actions import Action, Annotate, DeletePod, Event, Evict, SetUnschedulable
 from upgrader.core.node_context import NodeContext, same_install_config, superseded_driver_pods
 from upgrader.core.selectors import LabelSelector, parse_label_selector
 from upgrader.core.states import (
@@ -25,6 +25,7 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
+from upgrader.core.timefmt import parse_or_none
 from upgrader.core.views import NodeView, PdbView, PodView
 
 
@@ -131,17 +132,32 @@ def _evictions(
             plan.hopeless = True  # the policy forbids it: no wait changes that
             return plan
         plan.waiting = f"{forbidden}; the rest go first"
-    for pod in pods:
-        if not pod.terminating:
-            plan.attempts.append(Evict(ctx.node.name, pod.namespace, pod.name, pod.uid))
-            pdb = _pdb_for(pod, ctx.pdbs)
-            if pdb is not None:
-                plan.pdb_of[pod.key] = pdb
+    evicting = [p for p in pods if not p.terminating]
+    for pod in evicting:
+        plan.attempts.append(Evict(ctx.node.name, pod.namespace, pod.name, pod.uid))
+        pdb = _pdb_for(pod, ctx.pdbs)
+        if pdb is not None:
+            plan.pdb_of[pod.key] = pdb
     terminating = [p for p in pods if p.terminating]
+    waits = [plan.waiting] if plan.waiting else []
     if terminating:
-        wait = f"waiting for {_plural(len(terminating), 'pod')} to terminate: {_names(terminating)}"
-        plan.waiting = f"{plan.waiting}; {wait}" if plan.waiting else wait
+        waits.append(f"waiting for {_plural(len(terminating), 'pod')} to terminate: {_names(terminating)}")
+    returned = came_back(ctx, pods)
+    if returned:
+        waits.append(
+            f"{_names(returned)} came back to the node after it was cordoned (created after it entered "
+            f"{ctx.node.state.value if ctx.node.state else 'this state'}): something places them on it "
+            "directly (nodeName, a pinned Job, a toleration), so evicting them again does not end"
+        )
+    plan.waiting = "; ".join(waits) or None
     return plan
+
+
+def came_back(ctx: NodeContext, pods: list[PodView]) -> list[PodView]:
+    """Pods created on the node after it entered its state: the node was cordoned by then, so
+    they were put on it directly, and an eviction is followed by another such pod."""
+    entered = parse_or_none(ctx.node.annotations.get(STATE_SINCE))
+    return [p for p in pods if entered is not None and p.created is not None and p.created > entered]
 
 
 def gpu_pod_deletion(ctx: NodeContext) -> StepPlan:
@@ -306,14 +322,39 @@ def entry_annotations(target: State, ctx: NodeContext) -> dict[str, str | None]:
 
 
 def uncordon(ctx: NodeContext) -> StepPlan:
+    """Lift the cordon only where a record positively says it is upgrader's: a missing or unreadable
+    record keeps the node cordoned, and says so (a block: someone must decide)."""
     plan = StepPlan(ctx.node.name, trigger="uncordoned")
     annotations = ctx.node.annotations
+    record = annotations.get(WAS_UNSCHEDULABLE)
     # Ours, or the GPU Operator's record on a node taken over from it (present: not its cordon).
-    cordoned_by_someone_else = (
-        annotations.get(WAS_UNSCHEDULABLE) == "true" or OPERATOR_INITIAL_UNSCHEDULABLE in annotations
-    )
-    if ctx.node.unschedulable and not cordoned_by_someone_else:
-        plan.attempts.append(SetUnschedulable(ctx.node.name, False))
+    cordoned_by_someone_else = record == "true" or OPERATOR_INITIAL_UNSCHEDULABLE in annotations
+    if not ctx.node.unschedulable or cordoned_by_someone_else:
+        return plan
+    if record != "false":
+        plan.trigger = None
+        shown = "missing" if record is None else f"{record!r}, not true or false"
+        plan.blocked = Blocked(
+            "cordon-record",
+            f"no record says upgrader cordoned the node ({WAS_UNSCHEDULABLE} is {shown}), so it stays "
+            f"cordoned: uncordon it yourself if upgrader cordoned it, or annotate {WAS_UNSCHEDULABLE}=false",
+        )
+        return plan
+    plan.attempts.append(SetUnschedulable(ctx.node.name, False))
+    return plan
+
+
+def keep_cordoned(ctx: NodeContext, plan: StepPlan) -> StepPlan:
+    """A node between its cordon and its uncordon that someone uncordoned: cordon it again first (pods
+    could land on it while its driver is replaced), make the cordon upgrader's own, and say so."""
+    if ctx.node.unschedulable or ctx.node.state not in KEPT_CORDONED:
+        return plan
+    name, state = ctx.node.name, ctx.node.state.value
+    plan.attempts[:0] = [
+        SetUnschedulable(name, True),
+        Annotate(name, {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None}),
+        Event(name, "Warning", f"cordoned again: someone uncordoned the node in {state}, before its upgrade ended"),
+    ]
     return plan
 
 
@@ -326,6 +367,16 @@ STEPS: Mapping[State, Callable[[NodeContext], StepPlan]] = {
     State.VALIDATION_REQUIRED: validate,
     State.UNCORDON_REQUIRED: uncordon,
 }
+# States between upgrader's cordon and its uncordon: the node must stay cordoned.
+KEPT_CORDONED = frozenset(
+    {
+        State.WAIT_FOR_JOBS_REQUIRED,
+        State.POD_DELETION_REQUIRED,
+        State.DRAIN_REQUIRED,
+        State.POD_RESTART_REQUIRED,
+        State.VALIDATION_REQUIRED,
+    }
+)
 # States whose step needs the node's pods listed.
 NEEDS_PODS = frozenset(
     {

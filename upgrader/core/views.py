@@ -13,6 +13,7 @@ from typing import Any
 from upgrader.core.gpupods import GpuClaims, is_gpu_resource
 from upgrader.core.selectors import LabelSelector, SelectorError, from_label_selector_object
 from upgrader.core.states import STATE_LABEL, State
+from upgrader.core.timefmt import parse_or_none
 
 Obj = Mapping[str, Any]
 GPU = "nvidia.com/gpu"
@@ -42,6 +43,7 @@ class PodView:
     affinity: Mapping[str, Any] | None = None  # spec.affinity, for nodeAffinity on driver labels
     claims: tuple[str, ...] = ()  # the ResourceClaims it holds, "namespace/name"
     config_digest: str | None = None  # DRIVER_CONFIG_DIGEST (driver pods of GPU Operator v26.3 and later)
+    created: float | None = None  # metadata.creationTimestamp
 
     @property
     def key(self) -> str:
@@ -253,6 +255,7 @@ def pod_view(obj: Obj) -> PodView:
         affinity=spec.get("affinity") or None,
         claims=_claim_keys(namespace, spec, status),
         config_digest=config_digest(spec),
+        created=parse_or_none(str(meta.get("creationTimestamp") or "")),
     )
 
 

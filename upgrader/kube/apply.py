@@ -82,7 +82,7 @@ class Applier:
         elif isinstance(action, Annotate):
             self._patch_node(action.node, self._annotation_ops(action.node, action.annotations), JSON_PATCH)
         elif isinstance(action, SetUnschedulable):
-            self._patch_node(action.node, {"spec": {"unschedulable": action.unschedulable or None}}, MERGE)
+            self._patch_node(action.node, self._cordon_patch(action), MERGE)
         elif isinstance(action, Evict):
             self.api.evict(action.namespace, action.name, action.uid)
         elif isinstance(action, DeletePod):
@@ -104,6 +104,16 @@ class Applier:
             return
         self.nodes[name] = self.api.patch(f"/api/v1/nodes/{name}", patch, content_type)
         self.observe(self.nodes[name])
+
+    def _cordon_patch(self, action: SetUnschedulable) -> Obj:
+        """A cordon or uncordon guarded by the resourceVersion it was decided on: if anyone changed the
+        node since (an admin's cordon the copy had not seen), the API server refuses it (409) and the
+        next pass decides again on a fresh read, instead of undoing the other write."""
+        patch: Obj = {"spec": {"unschedulable": action.unschedulable or None}}
+        version = (self.nodes.get(action.node, {}).get("metadata") or {}).get("resourceVersion")
+        if version:
+            patch["metadata"] = {"resourceVersion": version}
+        return patch
 
     def _annotation_ops(self, name: str, annotations: dict[str, str | None] | Any) -> list[Obj]:
         current = (self.nodes.get(name, {}).get("metadata") or {}).get("annotations")

@@ -11,7 +11,10 @@ lags the API server by the watch's delay, so:
 - a pass uses the copy only while the informer is synced; before the first LIST completes, after a
   410 Gone, or after a broken stream until the relist, the pass LISTs as without a cache;
 - a pass that LISTs anyway (the first one after winning the lease) hands its list to `absorb`,
-  which takes it only if it is newer than the copy.
+  which takes it only if it is newer than the copy;
+- a relist replaces the copy whole (the watch that follows brings whatever came after it), and a
+  list whose resourceVersion is older than the copy's (an API server restored from an older etcd
+  snapshot) resets the copy to it: the copy never keeps objects the API server no longer has.
 """
 
 from __future__ import annotations
@@ -108,14 +111,34 @@ class Informer(Generic[V]):
     def absorb(self, listing: Obj) -> None:
         """A full LIST a pass made, taken only when it is newer than the copy: newer objects replace
         held ones; held objects the list does not have are dropped unless newer than the list. A
-        list no newer than the copy is ignored whole: an object deleted since it was served would
-        come back from it, and no later event would remove it."""
+        list as new as the copy is ignored whole: an object deleted since it was served would come
+        back from it, and no later event would remove it. A list older than the copy means the API
+        server went back in time (restored): the copy is reset to it."""
         listed_at = version_of(listing)
         with self._lock:
             held_at = _int_or_none(self._version)
-            if listed_at is None or (held_at is not None and listed_at <= held_at):
+            if listed_at is None or listed_at == held_at:
+                return
+            if held_at is not None and listed_at < held_at:
+                self._reset(listing, held_at)
                 return
             self._merge(listing)
+
+    def _reset(self, listing: Obj, held_at: int | None) -> None:
+        """Replace the copy with `listing`; said aloud when the API server's resourceVersion went back."""
+        listed_at = version_of(listing)
+        if held_at is not None and listed_at is not None and listed_at < held_at:
+            log.warning(
+                "%s: the API server's resourceVersion went back from %d to %d (restored from an older "
+                "state?): the copy is replaced by what it serves now",
+                self.path,
+                held_at,
+                listed_at,
+            )
+        self._entries = {}
+        for item in listing.get("items") or []:
+            self._entries[object_key(item)] = Entry(item if self.keep_raw else None, self.view(item), version_of(item))
+        self._version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
 
     def _merge(self, listing: Obj) -> None:
         items = listing.get("items") or []
@@ -173,8 +196,7 @@ class Informer(Generic[V]):
     def _relist(self) -> None:
         listing = self.api.list(self.path, label_selector=self.label_selector)
         with self._lock:
-            self._merge(listing)  # what we wrote while the list was served stays
-            self._version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
+            self._reset(listing, _int_or_none(self._version))  # replaced, not merged
             self._synced = True
         self.on_change()
 

@@ -1,0 +1,91 @@
+"""When the world misbehaves (issue 11): hand edits, a changed policy, lost records, API errors,
+pods that come back. The core's decisions, judged by the actions and the words a user sees."""
+
+from __future__ import annotations
+
+from upgrader.core.actions import Annotate, Event, Evict, Outcome, Result, SetUnschedulable, Transition
+from upgrader.core.rollout import plan_steps, start_nodes
+from upgrader.core.states import (
+    OPERATOR_INITIAL_UNSCHEDULABLE,
+    STARTED_AT,
+    STATE_LABEL,
+    WAS_UNSCHEDULABLE,
+    State,
+)
+from upgrader.core.views import NodeView
+
+from .factories import T0, at, driver_pod, gpu_pod, node, policy, run_step, snapshot, step, transition
+
+S = State
+
+
+def test_a_node_someone_uncordoned_mid_upgrade_is_cordoned_again_and_the_cordon_is_ours() -> None:
+    marks = {STARTED_AT: at(0), WAS_UNSCHEDULABLE: "true", OPERATOR_INITIAL_UNSCHEDULABLE: "true"}
+    view = node(state=S.POD_DELETION_REQUIRED, since=0, unschedulable=False, annotations=marks)
+    ((_, plan),) = plan_steps(snapshot([view], [driver_pod(), gpu_pod("train-0")]), policy())
+    assert plan.attempts[:3] == [
+        SetUnschedulable("n1", True),
+        Annotate("n1", {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None}),
+        Event(
+            "n1",
+            "Warning",
+            "cordoned again: someone uncordoned the node in pod-deletion-required, before its upgrade ended",
+        ),
+    ]
+    assert isinstance(plan.attempts[3], Evict)
+
+
+def test_a_retry_of_a_node_someone_uncordoned_meanwhile_records_the_new_cordon_as_ours() -> None:
+    """Found by the property search: a node an admin had cordoned failed, was relabelled for a retry and
+    uncordoned by the admin; the retry's cordon is upgrader's and must be lifted at the end."""
+    failed_before = node(zone="a", unschedulable=False, annotations={WAS_UNSCHEDULABLE: "true"})
+    _, actions = start_nodes(snapshot([failed_before], [driver_pod()]), policy(), T0, True, set())
+    assert transition(actions).annotations[WAS_UNSCHEDULABLE] == "false"
+
+
+def test_an_unreadable_label_never_frees_the_budget() -> None:
+    """maxUnavailable 1; a node upgrader cordoned was relabelled `bogus`: it still holds the budget."""
+    bogus = node("n0", state=None, unschedulable=True, invalid="label: unknown upgrade state 'bogus'")
+    bogus = NodeView(**{**bogus.__dict__, "labels": {**bogus.labels, STATE_LABEL: "bogus"}})
+    fresh = node("n1", zone="a")
+    snap = snapshot([bogus, fresh], [driver_pod("n0"), driver_pod("n1")])
+    schedule, actions = start_nodes(snap, policy(maxUnavailable=1), T0, True, set())
+    assert actions == []
+    assert schedule.waiting == "maxUnavailable 1 reached (1 node unavailable)"
+
+
+def test_an_eviction_the_api_keeps_failing_has_a_clock_and_a_reason() -> None:
+    """Two PDBs over one pod: every eviction is a 500. The wait shows the error, then blocks."""
+    view = node(state=S.POD_DELETION_REQUIRED, since=0, unschedulable=True, annotations={STARTED_AT: at(0)})
+    snap = snapshot([view], [driver_pod(), gpu_pod("train-0")])
+    message = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+    pol = policy(gpuPodDeletion={"timeoutSeconds": 20})
+    _, plan = step(snap, pol=pol)
+    failing = [Outcome(a, Result.ERROR, message) for a in plan.attempts]
+    plan, early = run_step(snap, pol=pol, now=T0 + 19, outcomes=failing)
+    assert early == []
+    assert plan.waiting == f"eviction of default/train-0 failed: {message}"
+    _, late = run_step(snap, pol=pol, now=T0 + 20, outcomes=failing)
+    assert isinstance(late[0], Annotate)
+    assert late[0].annotations["gpu-upgrader.io/blocked-reason"] == (
+        f"eviction of default/train-0 failed: {message} (past the 20s timeout)"
+    )
+
+
+def test_pods_that_keep_coming_back_are_named_and_time_out() -> None:
+    view = node(state=S.DRAIN_REQUIRED, since=0, unschedulable=True, annotations={STARTED_AT: at(0)})
+    pinned = gpu_pod("pinned-7", owner="Job", created=T0 + 40)
+    pol = policy(drain={"enable": True, "timeoutSeconds": 60})
+    snap = snapshot([view], [driver_pod(), pinned])
+    plan, actions = run_step(snap, pol=pol, now=T0 + 45)
+    assert actions == []
+    assert plan.waiting == (
+        "evicting 1 pod: default/pinned-7; default/pinned-7 came back to the node after it was cordoned "
+        "(created after it entered drain-required): something places them on it directly (nodeName, a "
+        "pinned Job, a toleration), so evicting them again does not end"
+    )
+    _, actions = run_step(snap, pol=pol, now=T0 + 60)
+    assert isinstance(actions[0], Annotate) and "came back to the node" in actions[0].annotations[
+        "gpu-upgrader.io/blocked-reason"
+    ]
+    assert not any(isinstance(a, Transition) for a in actions)
