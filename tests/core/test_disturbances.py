@@ -3,18 +3,23 @@ pods that come back. The core's decisions, judged by the actions and the words a
 
 from __future__ import annotations
 
+from typing import Any
+
 from upgrader.core.actions import Annotate, Event, Evict, Outcome, Result, SetUnschedulable, Transition
-from upgrader.core.rollout import plan_steps, start_nodes
+from upgrader.core.detect import detect
+from upgrader.core.rollout import conclude, plan_steps, start_nodes
 from upgrader.core.states import (
     OPERATOR_INITIAL_UNSCHEDULABLE,
+    SINCE_STATE,
     STARTED_AT,
     STATE_LABEL,
+    STATE_SINCE,
     WAS_UNSCHEDULABLE,
     State,
 )
 from upgrader.core.views import NodeView
 
-from .factories import T0, at, driver_pod, gpu_pod, node, policy, run_step, snapshot, step, transition
+from .factories import NEW, T0, at, driver_pod, gpu_pod, node, policy, run_step, snapshot, step, transition
 
 S = State
 
@@ -23,9 +28,11 @@ def test_a_node_someone_uncordoned_mid_upgrade_is_cordoned_again_and_the_cordon_
     marks = {STARTED_AT: at(0), WAS_UNSCHEDULABLE: "true", OPERATOR_INITIAL_UNSCHEDULABLE: "true"}
     view = node(state=S.POD_DELETION_REQUIRED, since=0, unschedulable=False, annotations=marks)
     ((_, plan),) = plan_steps(snapshot([view], [driver_pod(), gpu_pod("train-0")]), policy())
+    # The record before the cordon (found by the property search): a crash between the two writes must
+    # leave our cordon recorded as ours, not as the admin's.
     assert plan.attempts[:3] == [
-        SetUnschedulable("n1", True),
         Annotate("n1", {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None}),
+        SetUnschedulable("n1", True),
         Event(
             "n1",
             "Warning",
@@ -89,3 +96,43 @@ def test_pods_that_keep_coming_back_are_named_and_time_out() -> None:
         "gpu-upgrader.io/blocked-reason"
     ]
     assert not any(isinstance(a, Transition) for a in actions)
+
+
+def _plan_and_conclude(view: NodeView, pods: list[Any], pol: Any, now: float) -> list[Any]:
+    ((ctx, plan),) = plan_steps(snapshot([view], pods), pol)
+    return conclude(ctx, plan, [Outcome(a, Result.OK) for a in plan.attempts], now)
+
+
+def test_a_state_set_by_hand_starts_its_own_clock_and_says_so() -> None:
+    """Found by the property search: pod-deletion-required set by hand on a node whose clock was for
+    validation-required half an hour ago fell back to a drain at once, 0 s into the deletion."""
+    pol = policy(gpuPodDeletion={"timeoutSeconds": 20}, drain={"enable": True})
+    marks = {STARTED_AT: at(-1800), WAS_UNSCHEDULABLE: "false", SINCE_STATE: "validation-required"}
+    view = node(state=S.POD_DELETION_REQUIRED, since=-1800, unschedulable=True, annotations=marks)
+    actions = _plan_and_conclude(view, [driver_pod(), gpu_pod("train-0")], pol, T0)
+    assert actions == [
+        Annotate("n1", {STATE_SINCE: at(0), SINCE_STATE: "pod-deletion-required"}),
+        Event("n1", "Warning", "pod-deletion-required was set by hand (the node's clock was for "
+              "validation-required): its waits count from now"),
+    ]
+
+
+def test_a_node_in_progress_whose_clock_was_removed_gets_a_new_one() -> None:
+    view = node(state=S.WAIT_FOR_JOBS_REQUIRED, unschedulable=True, annotations={STARTED_AT: at(-60)})
+    actions = _plan_and_conclude(view, [driver_pod()], policy(), T0)
+    assert actions == [
+        Annotate("n1", {STATE_SINCE: at(0), SINCE_STATE: "wait-for-jobs-required"}),
+        Event("n1", "Warning", "the clock of wait-for-jobs-required (gpu-upgrader.io/state-since) was missing or "
+              "unreadable: its waits count from now"),
+    ]
+
+
+def test_a_done_node_whose_clock_was_removed_gets_a_new_one_for_the_soak() -> None:
+    """Found by the property search: the soak after a domain counted from 1970 for a node whose
+    state-since someone removed, and the next domain started inside soakSeconds."""
+    view = node(state=S.DONE, annotations={SINCE_STATE: "upgrade-done"})
+    assert detect(snapshot([view], [driver_pod(revision=NEW)]), policy(), T0) == [
+        Annotate("n1", {STATE_SINCE: at(0), SINCE_STATE: "upgrade-done"}),
+        Event("n1", "Warning", "the clock of upgrade-done (gpu-upgrader.io/state-since) was missing or unreadable: "
+              "its waits count from now"),
+    ]

@@ -34,6 +34,7 @@ GRAPH: list[tuple[State, str, str | None, State]] = [
     (S.VALIDATION_REQUIRED, "driver_superseded", None, S.POD_RESTART_REQUIRED),
     (S.UNCORDON_REQUIRED, "uncordoned", None, S.DONE),
     (S.FAILED, "driver_recovered", None, S.VALIDATION_REQUIRED),
+    (S.DONE, "unfinished", None, S.VALIDATION_REQUIRED),
     *[(s, "fail", None, S.FAILED) for s in IN_PROGRESS],
 ]
 FLAG_SETS = [frozenset(c) for n in range(len(FLAGS) + 1) for c in itertools.combinations(FLAGS, n)]

@@ -27,6 +27,7 @@ from upgrader.core.states import (
     OPERATOR_WAIT_START,
     REQUESTED_ANNOTATION,
     RESTART_ONLY,
+    SINCE_STATE,
     SKIP_LABEL,
     STARTED_AT,
     STATE_SINCE,
@@ -255,14 +256,28 @@ def test_reaching_done_clears_the_operators_record() -> None:
 def test_a_node_the_operator_started_is_adopted_with_its_timers(
     state: State, annotations: dict[str, str], since: str
 ) -> None:
-    view = node(state=state, unschedulable=True, annotations=annotations)
+    # The runbook marks the Operator's own cordon (was-unschedulable=false) before the hand-over.
+    view = node(state=state, unschedulable=True, annotations={**annotations, WAS_UNSCHEDULABLE: "false"})
     actions = detect(snapshot([view], [driver_pod(revision=OLD)]), policy(), T0)
     adopted = [a for a in actions if isinstance(a, Annotate)]
     assert adopted == [
-        Annotate("n1", {STARTED_AT: at(0), STATE_SINCE: since, WAS_UNSCHEDULABLE: "false", TARGET_REVISION: NEW})
+        Annotate("n1", {STARTED_AT: at(0), STATE_SINCE: since, SINCE_STATE: state.value, WAS_UNSCHEDULABLE: "false",
+                        TARGET_REVISION: NEW})
     ]
     (event,) = [a for a in actions if isinstance(a, Event)]
     assert event.message.startswith(f"adopted in {state.value} (started by another controller)")
+
+
+def test_an_adopted_cordon_no_record_accounts_for_stays_on_and_says_so() -> None:
+    """Cordoned, adopted, and neither the Operator's mark nor ours says whose cordon it is (an admin's,
+    on a node someone set in progress by hand, as often as the Operator's): it is not lifted."""
+    view = node(state=S.POD_RESTART_REQUIRED, unschedulable=True)
+    (adopted, event) = detect(snapshot([view], [driver_pod(revision=OLD)]), policy(), T0)
+    assert isinstance(adopted, Annotate) and adopted.annotations[WAS_UNSCHEDULABLE] is None
+    assert isinstance(event, Event) and event.message.endswith(
+        f"no record says who cordoned it: it stays cordoned at the end unless {WAS_UNSCHEDULABLE}=false is set "
+        "(the GPU Operator's own cordon)"
+    )
 
 
 def test_an_adopted_node_the_operator_found_cordoned_stays_cordoned() -> None:
@@ -274,7 +289,8 @@ def test_an_adopted_node_the_operator_found_cordoned_stays_cordoned() -> None:
 
 def test_a_timer_taken_over_from_the_operator_times_the_wait_out() -> None:
     """Adopted 250 s into a 300 s wait for jobs: it times out 50 s later, not 300 s later."""
-    view = node(state=S.WAIT_FOR_JOBS_REQUIRED, unschedulable=True, annotations={OPERATOR_WAIT_START: str(int(T0))})
+    marks = {OPERATOR_WAIT_START: str(int(T0)), WAS_UNSCHEDULABLE: "false"}
+    view = node(state=S.WAIT_FOR_JOBS_REQUIRED, unschedulable=True, annotations=marks)
     jobs = [gpu_pod("train-0", owner="Job", labels={"app": "train"})]
     snap = snapshot([view], [driver_pod(revision=OLD), *jobs])
     (adopted, _) = detect(snap, policy(), T0 + 250)
@@ -305,7 +321,7 @@ def _failed(**annotations: str) -> Any:
 
 
 def test_a_failed_node_whose_driver_came_up_at_the_newest_revision_validates_again() -> None:
-    snap = snapshot([_failed()], [driver_pod(revision=NEW, uid="fixed")])
+    snap = snapshot([_failed(**{WAS_UNSCHEDULABLE: "false"})], [driver_pod(revision=NEW, uid="fixed")])
     (moved,) = detect(snap, policy(), T0)
     assert isinstance(moved, Transition)
     assert (moved.source, moved.target) == (S.FAILED, S.VALIDATION_REQUIRED)
@@ -314,6 +330,24 @@ def test_a_failed_node_whose_driver_came_up_at_the_newest_revision_validates_aga
         "driver pod gpu-operator/nvidia-driver-n1-rev-new is Running and Ready at revision rev-new since the node "
         "failed (image pull failed); validating the node again"
     )
+
+
+@pytest.mark.parametrize(
+    ("annotations", "record"),
+    [({}, None), ({OPERATOR_INITIAL_UNSCHEDULABLE: "true"}, "true"), ({WAS_UNSCHEDULABLE: "false"}, "false")],
+)
+def test_a_recovered_node_keeps_only_a_cordon_record_it_can_prove(
+    annotations: dict[str, str], record: str | None
+) -> None:
+    """A node failed by the GPU Operator, or labelled failed by hand, with no record of who cordoned it:
+    the cordon stays on at the end, and the recovery says so (issue 11: never lift a cordon on a guess)."""
+    (moved,) = detect(snapshot([_failed(**annotations)], [driver_pod(revision=NEW, uid="fixed")]), policy(), T0)
+    assert isinstance(moved, Transition) and moved.annotations[WAS_UNSCHEDULABLE] == record
+    assert moved.message is not None
+    assert moved.message.endswith(
+        "; no record says who cordoned it: it stays cordoned at the end unless "
+        "gpu-upgrader.io/was-unschedulable=false is set (the GPU Operator's own cordon)"
+    ) == (record is None)
 
 
 @pytest.mark.parametrize(
@@ -363,8 +397,9 @@ def test_a_skipped_failed_node_is_left_to_the_person_repairing_it() -> None:
 
 def test_a_node_the_operator_left_failed_is_upgraders_once_it_recovers() -> None:
     operator_failed = node(state=S.FAILED, unschedulable=True)  # no gpu-upgrader.io record at all
-    (moved,) = detect(snapshot([operator_failed], [driver_pod(revision=NEW)]), policy(), T0)
-    assert isinstance(moved, Transition) and moved.annotations[STARTED_AT] == at(0)  # not adopted later
+    actions = detect(snapshot([operator_failed], [driver_pod(revision=NEW)]), policy(), T0)
+    moved = transition(actions)
+    assert moved.annotations[STARTED_AT] == at(0)  # not adopted later
 
 
 def test_a_recovery_waits_for_a_max_parallel_upgrades_slot() -> None:

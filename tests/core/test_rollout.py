@@ -42,6 +42,7 @@ from upgrader.core.states import (
     PER_UPGRADE,
     REQUESTED_ANNOTATION,
     RESTART_ONLY,
+    SINCE_STATE,
     SKIP_LABEL,
     STARTED_AT,
     STATE_LABEL,
@@ -92,7 +93,6 @@ REQUESTED = "annotation nvidia.com/gpu-driver-upgrade-requested=true"
             [driver_pod(revision=NEW)],
             Transition("n1", None, S.DONE, {STATE_SINCE: at(5)}, "driver is current"),
         ),
-        (node(state=None), [], Transition("n1", None, S.DONE, {STATE_SINCE: at(5)}, "driver is current")),
         (
             node(state=None, annotations={REQUESTED_ANNOTATION: "true"}),
             [driver_pod(revision=NEW)],
@@ -132,13 +132,24 @@ def test_detect_labels_and_relabels_idle_nodes(view: Any, pods: list[Any], expec
         # Nodes upgrader is working on, or failed with the driver they failed with, stay as they are.
         (node(state=S.CORDON_REQUIRED, annotations={STARTED_AT: at(0)}), [driver_pod(revision=NEW)]),
         (node(state=S.POD_RESTART_REQUIRED, annotations={STARTED_AT: at(0)}), [driver_pod(revision=OLD)]),
-        (node(state=S.FAILED), [driver_pod(revision=OLD)]),
-        (node(state=S.FAILED, annotations={REQUESTED_ANNOTATION: "true"}), [driver_pod(revision=OLD)]),
+        (node(state=S.FAILED, annotations={FAILED_AT: at(-9)}), [driver_pod(revision=OLD)]),
         (
-            node(state=S.FAILED, annotations={FAILED_DRIVER_POD: "uid-same", FAILED_STATE: "validation-required"}),
+            node(state=S.FAILED, annotations={FAILED_AT: at(-9), REQUESTED_ANNOTATION: "true"}),
+            [driver_pod(revision=OLD)],
+        ),
+        (
+            node(
+                state=S.FAILED,
+                annotations={FAILED_AT: at(-9), FAILED_DRIVER_POD: "uid-same", FAILED_STATE: "validation-required"},
+            ),
             [driver_pod(revision=NEW, uid="uid-same")],
         ),
-        (node(state=S.FAILED), [driver_pod(revision=NEW, ready=False)]),
+        (node(state=S.FAILED, annotations={FAILED_AT: at(-9)}), [driver_pod(revision=NEW, ready=False)]),
+        # No driver pod to judge by (not created yet, or only one terminating, say with its DaemonSet
+        # deleted): neither current nor behind, so nothing changes.
+        (node(state=None), []),
+        (node(state=S.UPGRADE_REQUIRED), [driver_pod(revision=OLD, terminating=True)]),
+        (node(state=S.DONE), [driver_pod(revision=OLD, terminating=True)]),
         # A skipped node that is current stays done.
         (node(state=S.DONE, labels={SKIP_LABEL: "true"}), [driver_pod(revision=NEW)]),
         # Not a driver node: no driver pod and no driver DaemonSet selects it.
@@ -288,7 +299,7 @@ def test_project_folds_in_node_writes() -> None:
     assert (n1.state, n1.labels[STATE_LABEL], dict(n1.annotations)) == (
         S.WAIT_FOR_JOBS_REQUIRED,
         "wait-for-jobs-required",
-        {"keep": "1", STATE_SINCE: at(3)},
+        {"keep": "1", STATE_SINCE: at(3), SINCE_STATE: "wait-for-jobs-required"},  # the clock names its state
     )
     assert n1.unschedulable is False
     assert (n2.state, dict(n2.annotations)) == (S.DONE, {BLOCKED_KIND: "pdb"})

@@ -35,6 +35,7 @@ from upgrader.core.states import (
     FAILED_REASON,
     FAILED_STATE,
     GPU_BEFORE,
+    OPERATOR_INITIAL_UNSCHEDULABLE,
     PER_UPGRADE,
     REQUESTED_ANNOTATION,
     STARTED_AT,
@@ -121,9 +122,22 @@ def failed(
 
 
 def test_cordon_marks_the_node_unschedulable_then_moves_on() -> None:
-    plan, actions = run_step(snapshot([node(state=S.CORDON_REQUIRED, since=0)]), now=T0 + 5)
+    view = node(state=S.CORDON_REQUIRED, since=0, annotations={WAS_UNSCHEDULABLE: "false"})
+    plan, actions = run_step(snapshot([view]), now=T0 + 5)
     assert plan.attempts == [SetUnschedulable("n1", True)]
     assert actions == [moved(S.CORDON_REQUIRED, S.WAIT_FOR_JOBS_REQUIRED, T0 + 5)]
+
+
+@pytest.mark.parametrize("record", [None, "true"])
+def test_a_cordon_upgrader_sets_itself_is_recorded_as_its_own_first(record: str | None) -> None:
+    """Found by the property search: an admin's cordon at the start, lifted by the admin before upgrader
+    cordoned: the cordon upgrader sets is its own and is lifted at the end. The record goes first."""
+    marks = {} if record is None else {WAS_UNSCHEDULABLE: record, OPERATOR_INITIAL_UNSCHEDULABLE: "true"}
+    plan, _ = run_step(snapshot([node(state=S.CORDON_REQUIRED, since=0, annotations=marks)]), now=T0 + 5)
+    assert plan.attempts == [
+        Annotate("n1", {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None}),
+        SetUnschedulable("n1", True),
+    ]
 
 
 def test_cordon_skips_the_patch_when_already_unschedulable() -> None:

@@ -12,6 +12,7 @@ from upgrader.core.states import (
     OPERATOR_WAIT_START,
     SKIP_LABEL,
     STATE_LABEL,
+    WAS_UNSCHEDULABLE,
     State,
 )
 from upgrader.sim.fleet_builders import DRIVER_REPO, add_dra_pod, driver_tag, partition_mig, pinned_workload_pod
@@ -118,6 +119,8 @@ def test_a_rollout_the_gpu_operator_left_half_done_is_taken_over(rollout: Any) -
     r.kubectl("label", "node", "gpu-a-02", f"{STATE_LABEL}=wait-for-jobs-required")
     started = int(r.cluster.store.clock.now()) - 1
     r.kubectl("annotate", "node", "gpu-a-02", f"{OPERATOR_WAIT_START}={started}")
+    # The runbook's step: the Operator's own cordons carry no mark, so they are marked as the Operator's.
+    r.kubectl("annotate", "node", "gpu-a-02", f"{WAS_UNSCHEDULABLE}=false")
     r.recorder.initially_cordoned.discard("gpu-a-02")  # the Operator's own cordon: ours to lift
     r.run_until(("Done",), timeout=90)
     kept, lifted = r.node("gpu-a-01"), r.node("gpu-a-02")

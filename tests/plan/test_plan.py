@@ -291,3 +291,30 @@ def test_table_output_reads_in_one_screen(tmp_path: Path, capsys: pytest.Capture
     assert out[1] == "FINDINGS: 1 blocking, 0 warnings"
     assert out[2].split()[:3] == ["BLOCKING", "pdb-blocks-eviction", "gpu-a-01"]
     assert len(out) < 40
+
+
+def test_a_node_selected_by_two_driver_daemonsets_is_a_blocking_finding(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 11: each DaemonSet's driver pod replaces the other's, forever; plan says so, per node."""
+    copied: list[str] = []
+
+    def second_daemonset(cluster: EmulatedCluster) -> None:
+        ds_type = cluster.type("daemonsets", "apps")
+        original = next(d for d in cluster.store.objects(ds_type, "gpu-operator")
+                        if d["metadata"]["labels"].get("app") == "nvidia-driver-daemonset")
+        copied.append(original["metadata"]["name"])
+        twin = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                "metadata": {"name": "nvidia-driver-twin", "labels": dict(original["metadata"]["labels"])},
+                "spec": original["spec"]}
+        cluster.create("daemonsets", twin, "gpu-operator", group="apps")
+
+    code, result = plan(tmp_path, capsys, craft=second_daemonset)
+    conflicts = findings(result, "conflicting-driver-daemonsets")
+    assert code == 1 and conflicts
+    for finding in conflicts:
+        assert finding["severity"] == "blocking"
+        assert node(result, finding["node"])["action"] == "invalid"
+        assert finding["message"] == (
+            f"selected by 2 driver DaemonSets ({', '.join(sorted([copied[0], 'nvidia-driver-twin']))}): their "
+            "driver pods would replace each other; make their node selectors exclusive")
+    assert not findings(result, "invalid-node-data")

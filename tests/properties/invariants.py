@@ -62,6 +62,7 @@ EDGES = {
     (S.CORDON_REQUIRED, S.POD_RESTART_REQUIRED),  # restart-only: the driver's install config is unchanged
     (S.POD_RESTART_REQUIRED, S.WAIT_FOR_JOBS_REQUIRED),  # ... until it changed: the GPU pods go first
     (S.FAILED, S.VALIDATION_REQUIRED),  # the driver of a failed node came back
+    (S.DONE, S.VALIDATION_REQUIRED),  # upgrade-done set by hand before the upgrade ended
 } | {(s, S.FAILED) for s in IN_PROGRESS}
 # What detection may write on a node the skip label keeps out: its label (a skipped failed node is left
 # to the person repairing it).
@@ -121,8 +122,12 @@ def max_unavailable(policy: Policy, total: int) -> int:
 
 
 def acknowledged(world: World, node: WNode) -> bool:
-    """A failure an operator acknowledged with `upgrader resume` after it happened."""
-    return node.state is S.FAILED and world.resumed_at is not None and node.label_since <= world.resumed_at
+    """A failure an operator acknowledged with `upgrader resume` after it was recorded (docs: resume
+    acknowledges the failures recorded so far; one labelled by hand is recorded when upgrader sees it)."""
+    if node.state is not S.FAILED or world.resumed_at is None:
+        return False
+    recorded = parse_or_none(node.annotations.get(FAILED_AT))
+    return (node.label_since if recorded is None else recorded) <= world.resumed_at
 
 
 def settled(world: World, node: WNode, policy: Policy, in_canary: bool) -> bool:
@@ -347,7 +352,7 @@ def upgrader_unavailable(world: World) -> list[str]:
     someone else had already cordoned when upgrader started them (those start for free)."""
     out = []
     for n in world.nodes.values():
-        if not n.gpu:
+        if not n.gpu or n.adopted:  # a node a person put in progress is theirs until it is done
             continue
         ours = n.state in IN_PROGRESS or n.state is S.FAILED or (n.unschedulable and not n.foreign_cordon)
         if ours and not (n.foreign_at_start and n.started_seq >= 0):
@@ -361,7 +366,10 @@ def check_state(world: World, policy: Policy) -> list[str]:
     managed = world.managed()
     in_progress = [n.name for n in managed if n.state in IN_PROGRESS]
     parallel = policy.max_parallel_upgrades
-    if parallel and len(in_progress) > parallel:
+    # A person setting states by hand can put more nodes in progress; only upgrader moving one in on
+    # the fleet as it is now can overspend the budget.
+    moved_in = [n for n in in_progress if world.nodes[n].progress_seq > world.fleet_seq]
+    if parallel and len(in_progress) > parallel and moved_in:
         bad.append(f"{len(in_progress)} nodes in progress {in_progress} > maxParallelUpgrades {parallel}")
     gpu_nodes = [n for n in world.nodes.values() if n.gpu]
     ours, limit = upgrader_unavailable(world), max_unavailable(policy, len(gpu_nodes))
@@ -374,6 +382,8 @@ def check_state(world: World, policy: Policy) -> list[str]:
             f"(started on this fleet: {since_change})"
         )
     for n in world.nodes.values():
+        if n.hand_edited:
+            continue  # its label or records were edited by hand: the next pass takes it from there
         a = n.annotations
         if n.state is S.FAILED and not (a.get(FAILED_REASON) and parse_or_none(a.get(FAILED_AT))):
             bad.append(f"{n.name} is upgrade-failed without failed-reason/failed-at: {a}")
@@ -384,7 +394,8 @@ def check_state(world: World, policy: Policy) -> list[str]:
                 bad.append(f"{n.name} carries a block in {n.state}")
         if n.state in CORDONED | {S.FAILED} and not n.unschedulable and not n.uncordoned_by_other:
             bad.append(f"{n.name} is {n.state} but schedulable")
-        if n.state is S.DONE and n.unschedulable and not n.foreign_cordon:
+        # (Unless its cordon record was removed by hand: then nothing says the cordon is upgrader's.)
+        if n.state is S.DONE and n.unschedulable and not n.foreign_cordon and not n.record_lost:
             bad.append(f"{n.name} is upgrade-done but left cordoned by upgrader")
     return bad
 

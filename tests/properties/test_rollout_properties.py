@@ -31,7 +31,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from upgrader.core.actions import Annotate, Result, Transition
 from upgrader.core.policy import Policy
-from upgrader.core.states import BLOCKED_KIND, IN_PROGRESS, State
+from upgrader.core.states import BLOCKED_KIND, IN_PROGRESS, STARTED_AT, STATE_SINCE, WAS_UNSCHEDULABLE, State
 
 from .invariants import Audit, check_pass, check_state, domain_sequence, max_unavailable, open_violations
 from .strategies import fleets, policies
@@ -239,6 +239,20 @@ class RolloutMachine(RuleBasedStateMachine):
         nodes = sorted(n.name for n in self.world.nodes.values() if n.unschedulable)
         if nodes:
             self.world.uncordon_by_other(nodes[i % len(nodes)])
+        self.reconcile(then)
+
+    @rule(i=INDEX, value=st.sampled_from([*(s.value for s in State), "bogus"]), then=THEN)
+    def someone_sets_a_state_by_hand(self, i: int, value: str, then: int) -> None:
+        """`kubectl label node X nvidia.com/gpu-driver-upgrade-state=<anything> --overwrite`."""
+        nodes = sorted(n.name for n in self.world.nodes.values() if n.gpu)
+        self.world.hand_set_label(nodes[i % len(nodes)], value)
+        self.reconcile(then)
+
+    @rule(i=INDEX, key=st.sampled_from([WAS_UNSCHEDULABLE, STARTED_AT, STATE_SINCE]), then=THEN)
+    def someone_removes_a_record(self, i: int, key: str, then: int) -> None:
+        """`kubectl annotate node X gpu-upgrader.io/<record>-`."""
+        nodes = sorted(n.name for n in self.world.nodes.values() if n.gpu)
+        self.world.drop_annotation(nodes[i % len(nodes)], key)
         self.reconcile(then)
 
     @rule(i=INDEX, then=THEN)

@@ -52,6 +52,7 @@ from upgrader.core.states import (
     REQUESTED_ANNOTATION,
     SKIP_LABEL,
     STATE_LABEL,
+    WAS_UNSCHEDULABLE,
     State,
 )
 from upgrader.core.steps import NEEDS_PODS
@@ -131,6 +132,11 @@ class WNode:
     # Bookkeeping Kubernetes has not: who cordoned the node, when upgrader last started it.
     foreign_cordon: bool = False  # someone else's cordon is in effect (set on a schedulable node)
     uncordoned_by_other: bool = False  # someone lifted the node's cordon since upgrader last set it
+    hand_edited: bool = False  # someone edited its label or annotations since upgrader last moved it
+    # Put in progress by a person (adopted): its cordon and budget are theirs until it is done.
+    adopted: bool = False
+    record_lost: bool = False  # someone removed upgrader's cordon record since it last started the node
+    progress_seq: int = -1  # world sequence number of upgrader moving it into progress (start, recovery)
     foreign_cordon_seq: int = -1  # world sequence number of that cordon
     # Upgrader's start of the node's current upgrade cycle (a retried failure continues the cycle:
     # its cordon is upgrader's own, and upgrader cannot tell a cordon added in between from it).
@@ -141,7 +147,19 @@ class WNode:
 
     @property
     def state(self) -> State | None:
-        return State.parse(self.labels.get(STATE_LABEL))
+        """The state label; None when absent or not a state (`invalid` says so)."""
+        try:
+            return State.parse(self.labels.get(STATE_LABEL))
+        except ValueError:
+            return None
+
+    @property
+    def invalid(self) -> str | None:
+        try:
+            State.parse(self.labels.get(STATE_LABEL))
+        except ValueError as exc:
+            return f"label {STATE_LABEL}: {exc}"
+        return None
 
     @property
     def gpu(self) -> bool:
@@ -376,7 +394,11 @@ class World:
 
     def managed(self) -> list[WNode]:
         """The nodes upgrader manages here: GPU nodes (the DaemonSet selects them) not skipped."""
-        return [n for n in self.nodes.values() if n.gpu and not (n.skipped and n.state not in IN_PROGRESS)]
+        return [
+            n
+            for n in self.nodes.values()
+            if n.gpu and not n.invalid and not (n.skipped and n.state not in IN_PROGRESS)
+        ]
 
     def budget_status(self, budget: Budget) -> BudgetStatus:
         """As the disruption controller computes it for an integer minAvailable."""
@@ -404,6 +426,7 @@ class World:
             kernel="5.15.0-69-generic",
             os_image="Ubuntu 22.04.2 LTS",
             state=node.state,
+            invalid=node.invalid,
         )
 
     @staticmethod
@@ -535,11 +558,17 @@ class World:
         self.seq += 1
         if isinstance(action, Transition):
             node = self.nodes[action.node]
+            if action.target in IN_PROGRESS and action.source not in IN_PROGRESS:
+                node.progress_seq = self.seq
+            node.hand_edited = False
+            node.adopted = node.adopted and action.target is not State.DONE
             node.labels[STATE_LABEL] = action.target.value
             _merge(node.annotations, action.annotations)
             node.resource_version += 1
             node.label_since = self.now
             if action.source is State.UPGRADE_REQUIRED and action.target is State.CORDON_REQUIRED:
+                # A cordon already there when the record was gone is nobody's anyone can tell.
+                node.record_lost = node.record_lost and node.unschedulable
                 if not node.in_cycle:
                     node.started_seq, node.foreign_at_start, node.in_cycle = self.seq, node.foreign_cordon, True
             elif action.target is State.DONE:
@@ -709,6 +738,26 @@ class World:
         self.seq += 1
         n.unschedulable, n.foreign_cordon, n.uncordoned_by_other = False, False, True
         n.resource_version += 1
+
+    def hand_set_label(self, node: str, value: str) -> None:
+        """`kubectl label --overwrite` of the state label to any value, a bogus one included: the
+        nodes in progress are no longer what upgrader made them."""
+        n = self.nodes[node]
+        n.labels[STATE_LABEL] = value
+        n.label_since, n.hand_edited = self.now, True
+        n.adopted = n.adopted or n.state in IN_PROGRESS or n.state is State.FAILED
+        n.resource_version += 1
+        self.seq += 1
+        self.fleet_seq = self.seq
+
+    def drop_annotation(self, node: str, key: str) -> None:
+        """`kubectl annotate <node> <key>-`: one of upgrader's records is gone."""
+        n = self.nodes[node]
+        if n.annotations.pop(key, None) is not None:
+            n.hand_edited = True
+            n.record_lost = n.record_lost or key == WAS_UNSCHEDULABLE
+            n.resource_version += 1
+            self.seq += 1
 
     def relabel(self, node: str, state: State) -> None:
         """An operator's `kubectl label --overwrite` of the state label (annotations untouched)."""

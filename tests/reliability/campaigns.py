@@ -26,7 +26,7 @@ from kubernetes import client as k8s
 
 from tests.e2e.conftest import FAST_POLICY, FAST_SIM, fast_settings
 from upgrader.core.policy import policy_from_mapping
-from upgrader.core.states import STATE_LABEL, State
+from upgrader.core.states import STATE_LABEL, WAS_UNSCHEDULABLE, State
 from upgrader.runner import build_controller, start_watches
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.faults import FaultPlan
@@ -57,7 +57,7 @@ def operator_paths(cluster: EmulatedCluster, info: ScenarioInfo) -> None:
     """Put the GPU Operator's paths in play on the healthy fleet: a MIG pod, a DRA-claim pod, a bare GPU
     pod that sends its node to the drain, a node the Operator left in progress (taken over), a node
     whose driver upgrade is restart-only, and a node that fails on a missing image and recovers when
-    the image is published a few seconds in."""
+    the image is published a few seconds after its failure."""
     a1, a2, b1, b2, c1, c2 = info.nodes
     partition_mig(cluster, a2)
     cluster.create("pods", pinned_workload_pod("mig-infer", a2, {MIG: "1"}), "ml-training")
@@ -66,13 +66,33 @@ def operator_paths(cluster: EmulatedCluster, info: ScenarioInfo) -> None:
     bare["metadata"].pop("ownerReferences")
     cluster.create("pods", bare, "batch")
     nodes = cluster.type("nodes")
+    # Left in progress and cordoned by the Operator, marked as runbooks/take-over-from-gpu-operator.md's
+    # step 3 marks the Operator's own cordons (unmarked, upgrader would keep it cordoned and ask).
     cluster.store.patch(nodes, None, c2, "application/merge-patch+json", {
-        "metadata": {"labels": {STATE_LABEL: State.POD_DELETION_REQUIRED.value}}, "spec": {"unschedulable": True}})
+        "metadata": {"labels": {STATE_LABEL: State.POD_DELETION_REQUIRED.value},
+                     "annotations": {WAS_UNSCHEDULABLE: "false"}},
+        "spec": {"unschedulable": True}})
     restart_only(cluster, b2)
     kernel = (cluster.get("nodes", a1) or {})["status"]["nodeInfo"]["kernelVersion"]
     tag = driver_tag(NEW_DRIVER, kernel)
     cluster.settings.registry[DRIVER_REPO].discard(tag)
-    cluster.store.scheduler.after(12.0, "publish the image", lambda: cluster.settings.registry[DRIVER_REPO].add(tag))
+    publish_after_failure(cluster, a1, tag)
+
+
+def publish_after_failure(cluster: EmulatedCluster, node: str, tag: str, checks: int = 240) -> None:
+    """Publish the missing image a few seconds after `node` is upgrade-failed (checked every half
+    second), so its recovery happens however slowly faults make the rollout go; after `checks` checks
+    it is published anyway, and the campaign's figures show no recovery."""
+
+    def check(left: int) -> None:
+        labels = ((cluster.get("nodes", node) or {}).get("metadata") or {}).get("labels") or {}
+        if labels.get(STATE_LABEL) == State.FAILED.value or left == 0:
+            cluster.store.scheduler.after(3.0, "publish the image",
+                                          lambda: cluster.settings.registry[DRIVER_REPO].add(tag))
+        else:
+            cluster.store.scheduler.after(0.5, "wait for the failure", lambda: check(left - 1))
+
+    check(checks)
 
 
 def restart_only(cluster: EmulatedCluster, node: str) -> None:

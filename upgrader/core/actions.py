@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from upgrader.core.states import State
+from upgrader.core.states import SINCE_STATE, STATE_SINCE, State
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,11 @@ class Transition:
     annotations: Mapping[str, str | None] = field(default_factory=dict)
     message: str = ""
     trigger: str = field(default="", compare=False)  # the machine's trigger that produced it
+
+    def __post_init__(self) -> None:
+        # A clock started by a transition names its state, so a state label set by hand later shows.
+        if self.annotations.get(STATE_SINCE) and SINCE_STATE not in self.annotations:
+            object.__setattr__(self, "annotations", {**self.annotations, SINCE_STATE: self.target.value})
 
 
 @dataclass(frozen=True)

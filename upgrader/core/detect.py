@@ -20,7 +20,8 @@ from upgrader.core.actions import Action, Annotate, Event, Transition
 from upgrader.core.machine import fire
 from upgrader.core.node_context import context
 from upgrader.core.policy import Policy
-from upgrader.core.rollout import CLEAR_BLOCK, clear_if_blocked, fleet
+from upgrader.core.rollout import CLEAR_BLOCK, clear_if_blocked, fleet, restart_clock
+from upgrader.core.runbooks import runbook_for
 from upgrader.core.states import (
     FAILED_AT,
     FAILED_DRIVER_POD,
@@ -32,12 +33,14 @@ from upgrader.core.states import (
     OPERATOR_VALIDATION_START,
     OPERATOR_WAIT_START,
     REQUESTED_ANNOTATION,
+    SINCE_STATE,
     STARTED_AT,
     STATE_SINCE,
     TARGET_REVISION,
     WAS_UNSCHEDULABLE,
     State,
 )
+from upgrader.core.steps import lost_clock
 from upgrader.core.timefmt import rfc3339
 from upgrader.core.views import NodeView, PodView, Snapshot
 
@@ -55,6 +58,10 @@ def upgrade_reason(snapshot: Snapshot, node: NodeView) -> str | None:
     if node.state is State.UPGRADE_REQUIRED and node.annotations.get(FAILED_AT):
         # Relabelled after a failure: its driver pod may well be "current" and still broken.
         return f"retrying after upgrade-failed: {node.annotations.get(FAILED_REASON, '(no reason recorded)')}"
+    if node.state is State.UPGRADE_REQUIRED and unfinished_cycle(node):
+        # Relabelled by hand in the middle of an upgrade: it goes through again rather than be
+        # declared done with upgrader's cordon on.
+        return f"relabelled upgrade-required before its upgrade ended ({unfinished_cycle(node)} is still set)"
     for pod in snapshot.driver_pods.get(node.name, []):
         if pod.terminating:
             continue
@@ -65,6 +72,16 @@ def upgrade_reason(snapshot: Snapshot, node: NodeView) -> str | None:
                 f"DaemonSet {ds.name} at {ds.newest_hash} (revision {ds.newest_revision})"
             )
     return None
+
+
+def driver_known(snapshot: Snapshot, node: NodeView) -> bool:
+    """The node runs a driver pod (not terminating) of a DaemonSet whose newest revision is known:
+    only then can it be judged current."""
+    for pod in snapshot.driver_pods.get(node.name, []):
+        ds = snapshot.driver_set_of(pod)
+        if not pod.terminating and ds is not None and ds.newest_hash:
+            return True
+    return False
 
 
 def detect(snapshot: Snapshot, policy: Policy, now: float) -> list[Action]:
@@ -78,9 +95,11 @@ def detect(snapshot: Snapshot, policy: Policy, now: float) -> list[Action]:
     # (it is unavailable already, so maxUnavailable does not change).
     slots = policy.max_parallel_upgrades - sum(1 for n in split.managed if n.state in IN_PROGRESS)
     for node in sorted([*split.managed, *skipped], key=lambda n: n.name):
+        free = policy.max_parallel_upgrades == 0 or slots > 0
         if node.state is State.FAILED:
+            actions.extend(record_failure(node, now))
             # A skipped failed node is being repaired by hand: it is not validated and uncordoned.
-            if node.name not in split.skipped and (policy.max_parallel_upgrades == 0 or slots > 0):
+            if node.name not in split.skipped and free:
                 recovered = recover(snapshot, node, policy, now)
                 slots -= len(recovered)
                 actions.extend(recovered)
@@ -89,13 +108,23 @@ def detect(snapshot: Snapshot, policy: Policy, now: float) -> list[Action]:
             actions.extend(adopt(snapshot, node, policy, now))
             continue
         reason = upgrade_reason(snapshot, node)
+        if reason is None and not driver_known(snapshot, node):
+            continue  # no live driver pod of a known DaemonSet: neither current nor behind, so unchanged
+        # A block left over from a hand relabel goes with the move (a node not in progress has none).
+        marks = {**stamp, **clear_if_blocked(node)}
         if node.state is None:
             target = State.UPGRADE_REQUIRED if reason else State.DONE
-            actions.append(Transition(node.name, None, target, stamp, reason or "driver is current"))
+            actions.append(Transition(node.name, None, target, marks, reason or "driver is current"))
         elif node.state is State.DONE and reason:
-            actions.append(fire(node.name, node.state, "require", annotations=stamp, message=reason))
+            actions.append(fire(node.name, node.state, "require", annotations=marks, message=reason))
+        elif node.state is State.DONE and unfinished_cycle(node) and node.name not in split.skipped:
+            if free:  # like a start: it waits for a maxParallelUpgrades slot
+                slots -= 1
+                actions.append(unfinished(node, now))
         elif node.state is State.UPGRADE_REQUIRED and not reason:
-            actions.append(fire(node.name, node.state, "up_to_date", annotations=stamp, message="driver is current"))
+            actions.append(fire(node.name, node.state, "up_to_date", annotations=marks, message="driver is current"))
+        elif lost_clock(node):
+            actions.extend(restart_clock(node, str(lost_clock(node)), now))  # the soak counts from it
         elif clear_if_blocked(node):
             actions.append(Annotate(node.name, CLEAR_BLOCK))  # left over from a hand relabel
     return actions
@@ -125,12 +154,12 @@ def recover(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> l
     failed_validation = node.annotations.get(FAILED_STATE) == State.VALIDATION_REQUIRED.value
     if pod is None or (failed_validation and pod.uid == node.annotations.get(FAILED_DRIVER_POD)):
         return []
+    # A node the GPU Operator (or a person) left failed is upgrader's from here: not adopted on the
+    # next pass, its cordon lifted at the end only where a record says whose it is.
+    record, cordon = cordon_record(node)
     annotations: dict[str, str | None] = {
-        # A node the GPU Operator left failed is upgrader's from here: not adopted on the next pass,
-        # its cordon the Operator's (lifted at the end) unless the Operator recorded someone else's.
         STARTED_AT: node.annotations.get(STARTED_AT) or rfc3339(now),
-        WAS_UNSCHEDULABLE: node.annotations.get(WAS_UNSCHEDULABLE)
-        or ("true" if OPERATOR_INITIAL_UNSCHEDULABLE in node.annotations else "false"),
+        WAS_UNSCHEDULABLE: record,
         STATE_SINCE: rfc3339(now),
         TARGET_REVISION: pod.revision_hash,
         FAILED_AT: None,
@@ -145,8 +174,42 @@ def recover(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> l
         f"driver pod {pod.key} is Running and Ready at revision {pod.revision_hash}"
         + (f" since the node failed ({failure})" if failure else "")
         + "; validating the node again"
+        + ("" if record else f"; {cordon}")
     )
     return [fire(node.name, State.FAILED, "driver_recovered", annotations=annotations, message=message)]
+
+
+def unfinished_cycle(node: NodeView) -> str | None:
+    """The record of an upgrade upgrader started and did not finish (they are cleared when one ends),
+    or None."""
+    return next((key for key in (STARTED_AT, WAS_UNSCHEDULABLE) if node.annotations.get(key)), None)
+
+
+def record_failure(node: NodeView, now: float) -> list[Action]:
+    """A failed node without upgrader's record (labelled by hand, or by another controller) gets one
+    now, so it halts the rollout and waits for an acknowledgement like any failure, never taken for
+    one acknowledged before it happened."""
+    if node.annotations.get(FAILED_AT):
+        return []
+    reason = "labelled upgrade-failed with no failure recorded (by hand, or by another controller)"
+    marks: dict[str, str | None] = {FAILED_AT: rfc3339(now), FAILED_KIND: "failed", FAILED_REASON: reason}
+    return [Annotate(node.name, marks), Event(node.name, "Warning", f"{reason}; see {runbook_for('failed')}")]
+
+
+def unfinished(node: NodeView, now: float) -> Transition:
+    """`upgrade-done` set by hand on a node upgrader had started and not finished: its driver is
+    current, but nobody validated it and upgrader's cordon is still on, so it is validated, then
+    uncordoned, as if it had got there itself."""
+    return fire(
+        node.name,
+        State.DONE,
+        "unfinished",
+        annotations={STATE_SINCE: rfc3339(now), **CLEAR_BLOCK},
+        message=(
+            f"labelled upgrade-done before its upgrade ended ({unfinished_cycle(node)} is still set): validating "
+            "the node, then uncordoning it"
+        ),
+    )
 
 
 def operator_time(value: str | None) -> float | None:
@@ -158,6 +221,22 @@ def operator_time(value: str | None) -> float | None:
     return float(int(text))
 
 
+def cordon_record(node: NodeView) -> tuple[str | None, str]:
+    """Who cordoned a node upgrader takes up mid-way, only as far as a record says: the Operator's mark
+    of someone else's cordon, a record of ours (set by a person after the runbook), or no cordon at
+    all. A cordon nothing accounts for is left unrecorded: it stays on at the end, and the uncordon
+    step says so. Returns the record to write and the sentence that says it."""
+    record = node.annotations.get(WAS_UNSCHEDULABLE)
+    if record == "true" or OPERATOR_INITIAL_UNSCHEDULABLE in node.annotations:
+        return "true", f"{OPERATOR_INITIAL_UNSCHEDULABLE} says someone else cordoned it: it stays cordoned at the end"
+    if record == "false" or not node.unschedulable:
+        return "false", "it is uncordoned at the end"
+    return None, (
+        f"no record says who cordoned it: it stays cordoned at the end unless {WAS_UNSCHEDULABLE}=false "
+        "is set (the GPU Operator's own cordon)"
+    )
+
+
 def adopt(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> list[Action]:
     """Take over a node in progress that upgrader did not start (the GPU Operator did)."""
     if node.annotations.get(STARTED_AT) or node.state is None:
@@ -166,20 +245,16 @@ def adopt(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> lis
     operator_since = operator_time(node.annotations.get(clock_key)) if clock_key else None
     # A state-since on a node upgrader did not start is from an earlier life of the node: not this wait's.
     since = operator_since or now
-    foreign = node.annotations.get(WAS_UNSCHEDULABLE) == "true" or OPERATOR_INITIAL_UNSCHEDULABLE in node.annotations
+    record, cordon = cordon_record(node)
     annotations: dict[str, str | None] = {
         STARTED_AT: rfc3339(now),
         STATE_SINCE: rfc3339(since),
-        WAS_UNSCHEDULABLE: "true" if foreign else "false",
+        SINCE_STATE: node.state.value,
+        WAS_UNSCHEDULABLE: record,
     }
     target = context(snapshot, node.name, policy).target_hash
     if target and not node.annotations.get(TARGET_REVISION):
         annotations[TARGET_REVISION] = target
     clock = f"its {clock_key} timer ({rfc3339(since)})" if operator_since else f"now ({rfc3339(since)})"
-    cordon = (
-        f"{OPERATOR_INITIAL_UNSCHEDULABLE} says someone else cordoned it: it stays cordoned at the end"
-        if foreign
-        else "it is uncordoned at the end"
-    )
     message = f"adopted in {node.state.value} (started by another controller); its wait counts from {clock}; {cordon}"
     return [Annotate(node.name, annotations), Event(node.name, "Normal", message)]

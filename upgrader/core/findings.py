@@ -15,6 +15,7 @@ KINDS = (
     "cuda-incompatible",
     "unqualified-profile",
     "conflicting-node-selector",
+    "conflicting-driver-daemonsets",
     "invalid-node-data",
     "pod-deletion-blocked",
     "not-scheduled",

@@ -60,6 +60,8 @@ TRANSITIONS: list[dict[str, Any]] = [
     # A failed node whose driver pod came up Ready at the newest revision since it failed: validate
     # it again (the GPU Operator uncordons it without validating).
     {"trigger": "driver_recovered", "source": S.FAILED, "dest": S.VALIDATION_REQUIRED},
+    # upgrade-done set by hand on a node whose upgrade had not ended: validated, then uncordoned.
+    {"trigger": "unfinished", "source": S.DONE, "dest": S.VALIDATION_REQUIRED},
 ]
 TRIGGERS = sorted({t["trigger"] for t in TRANSITIONS})
 

@@ -29,7 +29,7 @@ from upgrader.core.plan_findings import (
 )
 from upgrader.core.policy import Policy
 from upgrader.core.profiles import Profile
-from upgrader.core.rollout import fleet
+from upgrader.core.rollout import CONFLICTING_DAEMONSETS, fleet
 from upgrader.core.schedule import canary_domain, domain_of, domain_order, is_unavailable, plan_starts
 from upgrader.core.selectors import parse_label_selector
 from upgrader.core.states import IN_PROGRESS, WAS_UNSCHEDULABLE, State
@@ -130,7 +130,7 @@ def build_plan(
         plan = NodePlan(
             name, domain_of(node, policy), node.labels.get("nvidia.com/gpu-driver-upgrade-state"), "invalid"
         )
-        plan.findings.append(Finding("invalid-node-data", BLOCKING, name, f"{reason}: fix or remove the label"))
+        plan.findings.append(invalid_finding(name, reason))
         plans[name] = plan
     for node in managed.managed:
         plans[node.name] = _node_plan(snapshot, node, policy, now, options, pdbs_by_namespace, covering)
@@ -158,6 +158,13 @@ def build_plan(
 
 def _state(node: NodeView) -> str | None:
     return node.state.value if node.state else None
+
+
+def invalid_finding(name: str, reason: str) -> Finding:
+    """A node the rollout cannot manage: two driver DaemonSets fighting over it, or labels it cannot read."""
+    if reason.startswith(CONFLICTING_DAEMONSETS):
+        return Finding("conflicting-driver-daemonsets", BLOCKING, name, reason)
+    return Finding("invalid-node-data", BLOCKING, name, f"{reason}: fix or remove the label")
 
 
 def _node_plan(

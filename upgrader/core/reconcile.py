@@ -73,18 +73,20 @@ def reconcile(snapshot: Snapshot, policy: Policy, now: float, apply: Apply) -> P
     work = _Pass(snapshot, now, apply)
     waiting: list[dict[str, str]] = []
     disrupted: set[str] = set()  # PodDisruptionBudgets this pass spent on evictions
+    # autoUpgrade false: nothing is labelled or started, but a node in progress finishes (halfway it
+    # would stay cordoned with its GPU pods gone), as under `upgrader pause`.
     if policy.auto_upgrade:
         work.act(detect(work.snapshot, policy, now))
-        for ctx, plan in rollout.plan_steps(work.snapshot, policy):
-            attempted = work.act(list(plan.attempts))
-            if plan.attempts and not attempted:
-                continue  # nothing was applied (the controller lost its lease mid-pass)
-            decided = rollout.conclude(ctx, plan, attempted, now, frozenset(disrupted))
-            disrupted.update(rollout.spent_budgets(plan, attempted))
-            work.act(decided)
-            entry = rollout.waiting_entry(ctx, plan, decided)
-            if entry is not None:
-                waiting.append(entry)
+    for ctx, plan in rollout.plan_steps(work.snapshot, policy):
+        attempted = work.act(list(plan.attempts))
+        if plan.attempts and not attempted:
+            continue  # nothing was applied (the controller lost its lease mid-pass)
+        decided = rollout.conclude(ctx, plan, attempted, now, frozenset(disrupted))
+        disrupted.update(rollout.spent_budgets(plan, attempted))
+        work.act(decided)
+        entry = rollout.waiting_entry(ctx, plan, decided)
+        if entry is not None:
+            waiting.append(entry)
     fleet = rollout.fleet(work.snapshot)
     managed = [n.name for n in fleet.managed]
     acknowledged = rollout.acknowledged_failures(work.snapshot)

@@ -47,6 +47,7 @@ from upgrader.core.states import (
     PER_UPGRADE,
     REQUESTED_ANNOTATION,
     RESTART_ONLY,
+    SINCE_STATE,
     SKIP_LABEL,
     STARTED_AT,
     STATE_SINCE,
@@ -54,7 +55,7 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
-from upgrader.core.steps import STEPS, Blocked, StepPlan, entry_annotations, keep_cordoned
+from upgrader.core.steps import STEPS, Blocked, StepPlan, clock_set_by_hand, entry_annotations, keep_cordoned
 from upgrader.core.timefmt import parse_or_none, rfc3339
 from upgrader.core.views import NodeView, Snapshot
 
@@ -80,16 +81,31 @@ def fleet(snapshot: Snapshot) -> Fleet:
 def _fleet(snapshot: Snapshot) -> Fleet:
     managed, skipped, invalid = [], [], []
     for node in sorted(snapshot.nodes.values(), key=lambda n: n.name):
-        has_driver = bool(snapshot.driver_pods.get(node.name)) or any(d.selects(node) for d in snapshot.driver_sets)
-        if not has_driver:
+        selecting = [d.name for d in snapshot.driver_sets if d.selects(node)]
+        # A node upgrader is working on stays its own, driver or not (its DaemonSet may have vanished).
+        ours = node.state in IN_PROGRESS or node.state is State.FAILED
+        if not (snapshot.driver_pods.get(node.name) or selecting or ours):
             continue
         if node.labels.get(SKIP_LABEL) == "true" and node.state not in IN_PROGRESS:
             skipped.append(node.name)  # a node already in progress finishes first: never leave it cordoned
         elif node.invalid:
             invalid.append((node.name, node.invalid))
+        elif len(selecting) > 1:
+            invalid.append((node.name, conflicting_daemonsets(selecting)))
         else:
             managed.append(node)
     return Fleet(managed, skipped, invalid)
+
+
+CONFLICTING_DAEMONSETS = "selected by"
+
+
+def conflicting_daemonsets(names: list[str]) -> str:
+    """Two driver DaemonSets select the node: each one's pod would replace the other's, forever."""
+    return (
+        f"{CONFLICTING_DAEMONSETS} {len(names)} driver DaemonSets ({', '.join(sorted(names))}): their driver pods "
+        "would replace each other; make their node selectors exclusive"
+    )
 
 
 def plan_steps(snapshot: Snapshot, policy: Policy) -> list[tuple[NodeContext, StepPlan]]:
@@ -97,8 +113,25 @@ def plan_steps(snapshot: Snapshot, policy: Policy) -> list[tuple[NodeContext, St
     for node in fleet(snapshot).managed:
         if node.state in IN_PROGRESS:
             ctx = context(snapshot, node.name, policy)
-            out.append((ctx, keep_cordoned(ctx, STEPS[node.state](ctx))))
+            plan = clock_set_by_hand(ctx) or no_driver_set(ctx) or STEPS[node.state](ctx)
+            out.append((ctx, keep_cordoned(ctx, plan)))
     return out
+
+
+def no_driver_set(ctx: NodeContext) -> StepPlan | None:
+    """A node in progress that no driver DaemonSet selects any more (deleted, or its selector
+    changed): its driver can be neither restarted nor validated, so it stops here, and says so. Only
+    its uncordon may still finish, which gives the node back."""
+    if ctx.driver_set is not None or ctx.node.state is State.UNCORDON_REQUIRED:
+        return None
+    return StepPlan(
+        ctx.node.name,
+        blocked=Blocked(
+            "driver-daemonset",
+            "no driver DaemonSet selects the node any more (deleted, or its node selector changed): its driver "
+            "can be neither restarted nor validated; restore the DaemonSet",
+        ),
+    )
 
 
 def conclude(
@@ -110,6 +143,8 @@ def conclude(
     """
     node, policy = ctx.node, ctx.policy
     assert node.state is not None
+    if plan.clock_lost is not None:
+        return restart_clock(node, plan.clock_lost, now)
     refused, spent = _refusals(plan, outcomes, disrupted)
     blocked = plan.blocked or refused
     evicted = [o.action for o in outcomes if isinstance(o.action, Evict) and o.result is Result.OK]
@@ -205,6 +240,13 @@ def what_failed(action: Action) -> str:
 FALLBACKS = {
     "deletion_failed": "GPU pod deletion cannot finish: {reason}; drain.enable is set, so the node is drained",
 }
+
+
+def restart_clock(node: NodeView, why: str, now: float) -> list[Action]:
+    """A state whose clock is lost or another state's: its waits count from now, and the node says so."""
+    assert node.state is not None
+    marks = {STATE_SINCE: rfc3339(now), SINCE_STATE: node.state.value, **clear_if_blocked(node)}
+    return [Annotate(node.name, marks), Event(node.name, "Warning", f"{why}: its waits count from now")]
 
 
 def fallback(ctx: NodeContext, plan: StepPlan, reason: str, now: float) -> list[Action]:

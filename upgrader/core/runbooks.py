@@ -9,6 +9,7 @@ RUNBOOKS = {
     "drain": "drain-blocked",
     "gpu-pods": "gpu-pods-still-running",
     "cordon-record": "cordon-record-missing",
+    "driver-daemonset": "driver-daemonset-missing",
     "image": "missing-driver-image",
     "driver-restart": "driver-pod-not-ready",
     "validation": "validation-failure",

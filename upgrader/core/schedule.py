@@ -156,7 +156,8 @@ def plan_starts(
     if current is None or stuck:
         return result([], current, stuck)
     if previous is not None and policy.failure_domains.soak_seconds:
-        finished_at = max((parse_or_none(n.annotations.get(STATE_SINCE)) or 0.0) for n in by_domain[previous])
+        # A lost clock reads as "just finished" (the soak waits) until the pass restamps it.
+        finished_at = max((parse_or_none(n.annotations.get(STATE_SINCE)) or now) for n in by_domain[previous])
         soak_until = finished_at + policy.failure_domains.soak_seconds
         if now < soak_until and not any(n.state in IN_PROGRESS for n in by_domain[current]):
             left = math.ceil(soak_until - now)  # never "0s more" while still soaking

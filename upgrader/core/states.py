@@ -65,6 +65,7 @@ OPERATOR_TIMERS = (OPERATOR_WAIT_START, OPERATOR_VALIDATION_START)
 
 _A = "gpu-upgrader.io/"
 STATE_SINCE = _A + "state-since"  # when the node entered its current state (RFC 3339)
+SINCE_STATE = _A + "since-state"  # the state STATE_SINCE was stamped for: a label set by hand differs
 STARTED_AT = _A + "started-at"  # when the node left upgrade-required
 WAS_UNSCHEDULABLE = _A + "was-unschedulable"  # "true": someone else had cordoned it before us
 GPU_BEFORE = _A + "gpu-allocatable-before"  # nvidia.com/gpu allocatable when we started

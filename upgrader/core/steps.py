@@ -18,8 +18,10 @@ from upgrader.core.states import (
     DRIVER_DELETED_AT,
     DRIVER_POD_UID,
     GPU_BEFORE,
+    IN_PROGRESS,
     OPERATOR_INITIAL_UNSCHEDULABLE,
     RESTART_ONLY,
+    SINCE_STATE,
     STATE_SINCE,
     TARGET_REVISION,
     WAS_UNSCHEDULABLE,
@@ -52,6 +54,7 @@ class StepPlan:
     pdb_of: dict[str, PdbView] = field(default_factory=dict)  # evicted pod key -> its PDB
     fallback: str | None = None  # trigger fired when the step cannot finish (past its timeout)
     hopeless: bool = False  # `blocked` can never clear by waiting: take the fallback at once
+    clock_lost: str | None = None  # why the node's clock is not its state's (see `lost_clock`)
 
 
 def _pdb_for(pod: PodView, pdbs: list[PdbView]) -> PdbView | None:
@@ -74,6 +77,12 @@ def _plural(n: int, word: str) -> str:
 def cordon(ctx: NodeContext) -> StepPlan:
     plan = StepPlan(ctx.node.name, trigger="cordoned")
     if not ctx.node.unschedulable:
+        # Whoever had cordoned it before the start uncordoned it since: this cordon is ours. The
+        # record first, so a crash between the writes cannot leave our cordon recorded as theirs.
+        if ctx.node.annotations.get(WAS_UNSCHEDULABLE) != "false":
+            plan.attempts.append(
+                Annotate(ctx.node.name, {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None})
+            )
         plan.attempts.append(SetUnschedulable(ctx.node.name, True))
     return plan
 
@@ -344,15 +353,39 @@ def uncordon(ctx: NodeContext) -> StepPlan:
     return plan
 
 
+def lost_clock(node: NodeView) -> str | None:
+    """Why the node's clock is not its state's: a state label set by hand (the clock names another
+    state), or a clock missing or unreadable. None: the clock is good."""
+    recorded = node.annotations.get(SINCE_STATE)
+    if node.state is None:
+        return None
+    if recorded not in (None, node.state.value):  # no record (a node from before it existed) reads as ours
+        return f"{node.state.value} was set by hand (the node's clock was for {recorded})"
+    # A node in progress always has a clock; an idle one only once upgrader moved it (the GPU Operator's
+    # done nodes never had one, and need none).
+    kept = node.state in IN_PROGRESS or recorded is not None
+    if kept and parse_or_none(node.annotations.get(STATE_SINCE)) is None:
+        return f"the clock of {node.state.value} ({STATE_SINCE}) was missing or unreadable"
+    return None
+
+
+def clock_set_by_hand(ctx: NodeContext) -> StepPlan | None:
+    """No wait may count from a clock that is not the state's: this pass starts the state's clock (see
+    `conclude`); the step runs from the next."""
+    why = lost_clock(ctx.node)
+    return None if why is None else StepPlan(ctx.node.name, clock_lost=why)
+
+
 def keep_cordoned(ctx: NodeContext, plan: StepPlan) -> StepPlan:
     """A node between its cordon and its uncordon that someone uncordoned: cordon it again first (pods
     could land on it while its driver is replaced), make the cordon upgrader's own, and say so."""
     if ctx.node.unschedulable or ctx.node.state not in KEPT_CORDONED:
         return plan
     name, state = ctx.node.name, ctx.node.state.value
+    # The record first: a crash between the two writes must not leave our cordon recorded as someone else's.
     plan.attempts[:0] = [
-        SetUnschedulable(name, True),
         Annotate(name, {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None}),
+        SetUnschedulable(name, True),
         Event(name, "Warning", f"cordoned again: someone uncordoned the node in {state}, before its upgrade ended"),
     ]
     return plan
