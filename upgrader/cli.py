@@ -70,10 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--audit-log", help="write every request as a JSON line to this file")
     serve.add_argument("--seed", type=int, default=0)
 
-    run = commands.add_parser("run", help="run the controller against a cluster")
+    run = commands.add_parser(
+        "run",
+        help="run the controller against a cluster",
+        epilog="exit codes of --once: 0 the pass ran and printed the status; 1 it could not act (API server "
+        "unreachable, a request or write failed, another replica holds the Lease), said in one line; 2 bad input",
+    )
     _cluster_flags(run)
-    run.add_argument("--policy", help="upgrade policy YAML (GPU Operator upgradePolicy keys)")
-    run.add_argument("--once", action="store_true", help="one reconcile pass, then exit")
+    run.add_argument("--policy", help="upgrade policy YAML (GPU Operator upgradePolicy keys), at most 1 MiB")
+    run.add_argument("--once", action="store_true", help="one reconcile pass, then exit (see exit codes below)")
     run.add_argument("--no-leader-election", action="store_true")
     run.add_argument("--metrics-port", type=_port, help="serve /metrics, /healthz, /readyz (env UPGRADER_METRICS_PORT)")
 
@@ -86,8 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     plan = commands.add_parser("plan", help="read-only preflight: waves, evictions, blockers, images, compatibility")
     plan.add_argument("--dry-run", action="store_true", required=True, help="required: plan never writes")
     _cluster_flags(plan)
-    plan.add_argument("--from-file", help="a kubectl List (JSON or YAML) instead of the live cluster")
-    plan.add_argument("--policy", help="upgrade policy YAML")
+    plan.add_argument(
+        "--from-file",
+        help="a kubectl List (JSON or YAML) instead of the live cluster; "
+        "at most 512 MiB (env UPGRADER_FROM_FILE_MAX_MIB)",
+    )
+    plan.add_argument("--policy", help="upgrade policy YAML, at most 1 MiB")
     plan.add_argument("--ledger", help="driver image tags known to exist, one per line")
     plan.add_argument("--profiles", help="compatibility profiles YAML")
     plan.add_argument("--target-driver", help="driver version to plan for (default: each DaemonSet's)")

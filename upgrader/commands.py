@@ -5,15 +5,29 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from upgrader.config import ConfigError, Settings, load_policy, load_settings
+from upgrader.config import (
+    LEDGER_MAX_BYTES,
+    MIB,
+    PROFILES_MAX_BYTES,
+    ConfigError,
+    Settings,
+    load_policy,
+    load_settings,
+    read_bounded,
+)
+from upgrader.core.input_errors import printable
 from upgrader.core.timefmt import rfc3339
 from upgrader.statusview import render_table
 
 if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+    from upgrader.core.policy import Policy
     from upgrader.kube.api import KubeApi
 
 # The Kubernetes client loads slowly; commands that do not talk to a cluster (plan --from-file,
@@ -35,17 +49,11 @@ def run(args: argparse.Namespace) -> int:
 
     policy = load_policy(args.policy)
     settings = load_settings(namespace=getattr(args, "namespace", None))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    controller = build_controller(
-        api_client(args.kubeconfig, args.context),
-        policy,
-        settings,
-        leader_election=not args.no_leader_election,
-    )
+    client = api_client(args.kubeconfig, args.context)
     if args.once:
-        report = controller.reconcile()
-        print(json.dumps(report.status, indent=2, sort_keys=True))
-        return EXIT_FAILED if report.error else 0
+        return _run_once(client, policy, settings, leader_election=not args.no_leader_election)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    controller = build_controller(client, policy, settings, leader_election=not args.no_leader_election)
     port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
     server = None
     if port:
@@ -60,6 +68,70 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             server.stop()
+
+
+def _run_once(client: ApiClient, policy: Policy, settings: Settings, leader_election: bool) -> int:
+    """One pass: exit 0 when it ran and every write went through, printing the status; else exit 1
+    with one line on stderr saying why it could not act (no status of a pass that did not run)."""
+    from upgrader.core.actions import Result
+    from upgrader.kube.api import ApiError, KubeApi
+    from upgrader.kube.snapshot import status_path
+    from upgrader.runner import build_controller
+
+    api = KubeApi(client, attempts=3, max_delay=5)
+    try:
+        # Before logging is on: an API server that does not answer is one line, not pages of retries.
+        api.get(status_path(settings))
+    except ApiError as exc:
+        if exc.status == 0:
+            _could_not_act(f"cannot reach the API server {client.configuration.host}: {_cause(exc.message)}")
+            return EXIT_FAILED
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    controller = build_controller(client, policy, settings, leader_election=leader_election)
+    report = controller.reconcile()
+    if not report.leader and controller.elector is not None:
+        _could_not_act(_not_leading(api, controller.elector.path, settings))
+        return EXIT_FAILED
+    if report.status:
+        print(json.dumps(report.status, indent=2, sort_keys=True))
+    failed = [o for o in report.outcomes if o.result is Result.ERROR]
+    if failed:  # the pass ran; some of its writes did not go through
+        first = failed[0]
+        where = f" on {node}" if (node := getattr(first.action, "node", None)) else ""
+        print(
+            f"upgrader: run --once: {len(failed)} of {len(report.outcomes)} writes failed, the first: "
+            f"{type(first.action).__name__}{where}: {_cause(first.message)}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if report.error:  # the pass stopped on an API error
+        _could_not_act(f"the pass failed: {_cause(report.error)}")
+        return EXIT_FAILED
+    return 0
+
+
+def _could_not_act(why: str) -> None:
+    print(f"upgrader: run --once could not act: {why}", file=sys.stderr)
+
+
+def _cause(message: str) -> str:
+    """The OS's words from urllib3's nested exception text ("Connection refused"), else all of it."""
+    found = re.search(r"\[Errno -?\d+\] ([^\"')]+)", message)
+    return found.group(1).strip() if found else " ".join(message.split())
+
+
+def _not_leading(api: KubeApi, lease_path: str, settings: Settings) -> str:
+    from upgrader.kube.api import ApiError
+
+    lease = f"{settings.namespace}/{settings.lease_name}"
+    try:
+        current = api.get(lease_path)
+    except ApiError as exc:
+        return f"cannot take the leader Lease {lease}: {_cause(exc.message)}"
+    holder = ((current or {}).get("spec") or {}).get("holderIdentity")
+    if holder and holder != settings.identity:
+        return f"not the leader: Lease {lease} is held by {printable(str(holder))}, which acts"
+    return f"cannot take the leader Lease {lease} (the log above says why)"
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -164,17 +236,20 @@ def plan(args: argparse.Namespace) -> int:
     ledger = None
     if args.ledger:
         try:
-            ledger = frozenset(parse_ledger(_read(args.ledger, "--ledger")))
+            ledger = frozenset(parse_ledger(_read(args.ledger, "--ledger", LEDGER_MAX_BYTES)))
         except ValueError as exc:
             raise ConfigError(f"--ledger {args.ledger}: {exc}") from None
     profiles = None
     if args.profiles:
         try:
-            profiles = load_profiles_text(_read(args.profiles, "--profiles"), args.profiles)
+            profiles = load_profiles_text(_read(args.profiles, "--profiles", PROFILES_MAX_BYTES), args.profiles)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        except RecursionError:
+            raise ConfigError(f"profiles {args.profiles}: nested too deeply") from None
+    limit = settings.from_file_max_mib * MIB
     if args.from_file:
-        data = plan_source.from_file(args.from_file)
+        data = plan_source.from_file(args.from_file, limit)
     else:
         from upgrader.kube.api import ApiError
 
@@ -187,10 +262,14 @@ def plan(args: argparse.Namespace) -> int:
         snapshot, resources = plan_source.to_snapshot(data, settings, plan_source.relevant_pods(policy))
         del data  # the raw objects are not needed any more
         result = build_plan(snapshot, policy, time.time(), PlanOptions(args.target_driver, ledger, profiles), resources)
+    except RecursionError:  # a value about 1,000 levels deep in the file, which the plan met
+        if not args.from_file:
+            raise
+        raise ConfigError(f"--from-file {args.from_file}: {plan_source.TOO_DEEP}") from None
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         # A field of the wrong JSON type deep in an object: name it, from the file, or as the live
         # object had it. Anything else is a bug.
-        problem = plan_source.shape_problem(args.from_file) if args.from_file else None
+        problem = plan_source.shape_problem(args.from_file, limit) if args.from_file else None
         if problem is None and isinstance(exc, plan_source.MalformedObject):
             problem = str(exc)
         if problem is None:
@@ -207,10 +286,8 @@ def plan(args: argparse.Namespace) -> int:
     return EXIT_FAILED if result.blocking else 0
 
 
-def _read(path: str, flag: str) -> str:
+def _read(path: str, flag: str, limit: int) -> str:
     try:
-        return open(path, encoding="utf-8").read()
-    except OSError as exc:
-        raise ConfigError(f"{flag} {path}: {exc.strerror}") from None
+        return read_bounded(path, f"{flag} {path}", limit).decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{flag} {path}: not UTF-8 text") from None

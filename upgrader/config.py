@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import stat
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,8 +18,7 @@ from pydantic import AfterValidator, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from upgrader.core.input_errors import one_line, printable, yaml_where
-from upgrader.core.policy import Policy, policy_from_mapping
-from upgrader.core.selectors import SelectorError, parse_label_selector
+from upgrader.core.policy import Policy, policy_from_mapping, selector_problem
 
 
 class ConfigError(Exception):
@@ -29,6 +29,74 @@ class ClientConfigError(ConfigError):
     """The kubeconfig or in-cluster configuration cannot be used; the message says why."""
 
 
+# ----- bounded input files ------------------------------------------------------------------------
+# Every file a user hands us is read with a size bound before it is parsed, and YAML with a nesting
+# bound, so a huge or deeply nested file is one line and exit 2, not minutes of work, gigabytes of
+# memory or a RecursionError. Real files are far below them: a policy is under 2 KiB, a kubectl
+# List of 5,000 nodes and 150,000 pods about 150 MiB. Policies, profiles and kubeconfigs are read by
+# the pure-Python YAML parser (about 5 s per MiB), hence their small bounds.
+MIB = 2**20
+POLICY_MAX_BYTES = 1 * MIB  # what a ConfigMap can hold, where a deployed policy comes from
+PROFILES_MAX_BYTES = 1 * MIB  # thousands of profiles
+KUBECONFIG_MAX_BYTES = 4 * MIB  # about a thousand clusters with their certificates
+LEDGER_MAX_BYTES = 16 * MIB  # plain lines: about 300,000 image tags
+FROM_FILE_MAX_MIB = 512  # default of UPGRADER_FROM_FILE_MAX_MIB; parsing takes about 7x in memory
+YAML_MAX_DEPTH = 64  # policies, profiles and kubeconfigs nest under 10 levels
+
+
+def read_bounded(path: str | Path, what: str, limit: int, hint: str = "") -> bytes:
+    """The file's bytes; ConfigError (`<what>: ...`) when it cannot be read or holds more than `limit`."""
+    try:
+        with open(path, "rb") as file:
+            info = os.fstat(file.fileno())
+            # A regular file is refused by its size, unread; a pipe by reading one byte past the bound.
+            sized = stat.S_ISREG(info.st_mode) and info.st_size > limit
+            raw = b"" if sized else file.read(limit + 1)
+    except IsADirectoryError:
+        raise ConfigError(f"{what}: is a directory") from None
+    except OSError as exc:
+        raise ConfigError(f"{what}: cannot read: {exc.strerror or exc}") from None
+    if sized or len(raw) > limit:
+        size = f" ({info.st_size:,} bytes)" if sized else ""
+        raise ConfigError(f"{what}: larger than the limit of {_size(limit)}{size}{'; ' + hint if hint else ''}")
+    return raw
+
+
+def _size(n: int) -> str:
+    return f"{n // MIB} MiB" if n % MIB == 0 else f"{n:,} bytes"
+
+
+class YamlTooDeep(yaml.YAMLError):
+    def __init__(self, mark: yaml.Mark) -> None:
+        super().__init__(f"nested deeper than {YAML_MAX_DEPTH} levels")
+        self.problem_mark = mark
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses nesting past YAML_MAX_DEPTH: its composer recurses per level."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > YAML_MAX_DEPTH:
+                raise YamlTooDeep(self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def load_yaml(text: str, what: str) -> Any:
+    """`yaml.safe_load` with the nesting bound; ConfigError naming `what` and the line."""
+    try:
+        return yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader: no arbitrary objects
+    except YamlTooDeep as exc:
+        raise ConfigError(f"{what}: {exc}{yaml_where(exc)}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{what}: not valid YAML{yaml_where(exc)}") from None
+
+
 def _identity() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
@@ -36,18 +104,19 @@ def _identity() -> str:
 # Kubernetes object names: namespaces are DNS-1123 labels, ConfigMaps and Leases DNS-1123 subdomains.
 # Checked here, so a bad name is refused before it becomes a request path (`-n a/b` would PATCH
 # `/api/v1/namespaces/a/b/...`).
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# fullmatch, not `$`: `$` also matches before a trailing newline.
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 def _dns_label(value: str) -> str:
-    if len(value) > 63 or not _DNS_LABEL.match(value):
+    if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         raise ValueError("not a namespace name (lower-case letters, digits and '-', at most 63 characters)")
     return value
 
 
 def _dns_subdomain(value: str) -> str:
-    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+    if len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
         raise ValueError("not an object name (lower-case letters, digits, '-' and '.', at most 253 characters)")
     return value
 
@@ -75,14 +144,15 @@ class Settings(BaseSettings):
     identity: str = Field(default_factory=_identity, min_length=1)
     event_namespace: NamespaceName = "default"  # node Events go here, as kubelet's do
     metrics_port: int = Field(0, ge=0, le=65535)  # /metrics, /healthz, /readyz; 0 = not served
+    # `plan --from-file` refuses bigger files (MiB): reading one takes about 7x its size in memory.
+    from_file_max_mib: int = Field(FROM_FILE_MAX_MIB, ge=1)
 
     @field_validator("driver_daemonset_selector", "driver_pod_selector")
     @classmethod
     def _selector(cls, value: str) -> str:
-        try:
-            parse_label_selector(value)
-        except SelectorError as exc:
-            raise ValueError(str(exc)) from None
+        problem = selector_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("identity")
@@ -117,17 +187,12 @@ def load_policy(path: str | None) -> Policy:
         raise ConfigError(f"policy {path}: is a directory, expected a YAML file")
     if not file.is_file():
         raise ConfigError(f"policy {path}: no such file")
+    raw = read_bounded(file, f"policy {path}", POLICY_MAX_BYTES)
     try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"policy {path}: cannot read: {exc.strerror or exc}") from None
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"policy {path}: not UTF-8 text, so not a YAML policy") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        where = yaml_where(exc)
-        raise ConfigError(f"policy {path}: not valid YAML{where}") from None
+    data = load_yaml(text, f"policy {path}")
     try:
         return policy_from_mapping(data)
     except ValidationError as exc:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from upgrader.config import ConfigError, Settings
+from upgrader.config import FROM_FILE_MAX_MIB, MIB, ConfigError, Settings, read_bounded
 from upgrader.core.driver_selectors import DriverResource, driver_resource
 from upgrader.core.gpupods import claim_index, is_gpu_resource
 from upgrader.core.input_errors import printable, yaml_where
@@ -47,25 +47,33 @@ class PlanInput:
     claims: list[Obj] | None = field(default_factory=list)  # None: the cluster would not list them
 
 
-def _parse(path: Path) -> Any:
-    raw = path.read_bytes()
+# kubectl never nests that deep; Python's JSON decoder and libyaml stop at about 1,000 levels.
+TOO_DEEP = "nested too deeply (lists or maps about 1,000 levels deep; kubectl never writes that)"
+
+
+def _parse(path: Path, limit: int) -> Any:
+    what = f"--from-file {path}"
+    raw = read_bounded(path, what, limit, "UPGRADER_FROM_FILE_MAX_MIB raises it")
     text_start = raw.lstrip()[:1]
-    if text_start in (b"{", b"["):
-        try:
-            return json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(
-                f"--from-file {path}: not valid JSON at line {exc.lineno} column {exc.colno} "
-                f"({exc.msg}); is the file truncated?"
-            ) from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"--from-file {path}: not UTF-8 text") from None
     try:
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        return yaml.load(raw, Loader=loader)
-    except yaml.YAMLError as exc:
-        where = yaml_where(exc)
-        raise ConfigError(f"--from-file {path}: not valid JSON or YAML{where}; is the file truncated?") from None
+        if text_start in (b"{", b"["):
+            try:
+                return json.loads(raw)
+            except json.JSONDecodeError as exc:
+                where = f"line {exc.lineno} column {exc.colno}"
+                raise ConfigError(f"{what}: not valid JSON at {where} ({exc.msg}); is the file truncated?") from None
+            except UnicodeDecodeError:
+                raise ConfigError(f"{what}: not UTF-8 text") from None
+        try:
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            return yaml.load(raw, Loader=loader)
+        except yaml.YAMLError as exc:
+            if "nesting depth" in str(getattr(exc, "problem", "")):  # libyaml's own bound
+                raise ConfigError(f"{what}: {TOO_DEEP}") from None
+            where = yaml_where(exc)
+            raise ConfigError(f"{what}: not valid JSON or YAML{where}; is the file truncated?") from None
+    except RecursionError:
+        raise ConfigError(f"{what}: {TOO_DEEP}") from None
 
 
 def _show(value: Any) -> str:
@@ -111,23 +119,26 @@ def _item_problem(item: Any) -> str | None:
     return None
 
 
-def from_file(name: str) -> PlanInput:
+def from_file(name: str, limit: int = FROM_FILE_MAX_MIB * MIB) -> PlanInput:
     """A kubectl List (`kubectl get nodes,pods,pdb,daemonsets,controllerrevisions,jobs,nvidiadrivers
     -A -o json`, plus `resourceclaims` where the cluster serves DRA: a pod's claim missing from the
-    file counts as a GPU claim)."""
+    file counts as a GPU claim) of at most `limit` bytes."""
     path = Path(name)
     if path.is_dir():
         raise ConfigError(f"--from-file {name}: is a directory, expected a kubectl List file")
     if not path.is_file():
         raise ConfigError(f"--from-file {name}: no such file")
-    data = _parse(path)
+    data = _parse(path, limit)
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         raise ConfigError(
             f"--from-file {name}: expected a kubectl List with an `items` array (kubectl get ... -o json)"
         )
     out = PlanInput()
     for index, item in enumerate(data["items"]):
-        problem = _item_problem(item)
+        try:
+            problem = _item_problem(item)
+        except RecursionError:  # the repr of a deep value it names
+            problem = TOO_DEEP
         if problem is not None:
             raise ConfigError(f"--from-file {name}: item {index} {problem}")
         bucket = KINDS.get(item["kind"])
@@ -223,10 +234,10 @@ def _wrong(value: Any, shape: Any) -> list[Any] | None:
     return None
 
 
-def shape_problem(name: str) -> str | None:
+def shape_problem(name: str, limit: int = FROM_FILE_MAX_MIB * MIB) -> str | None:
     """After a plan could not read `--from-file name`: the first field whose JSON type is wrong, as
     the one line to show (None if every field a plan reads has its type: then it is not the file)."""
-    data = _parse(Path(name))
+    data = _parse(Path(name), limit)
     for index, item in enumerate(data["items"]):
         found = _wrong(item, SHAPES.get(item["kind"], {}))
         if found is not None:

@@ -10,8 +10,10 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from upgrader.config import ConfigError, load_policy
+from upgrader.core.input_errors import one_line
 from upgrader.core.policy import OnBlockedTimeout, OnNodeFailure, Policy, policy_from_mapping
 
 
@@ -283,7 +285,7 @@ def test_percent_scaling_rounds_up_like_the_operator(pct: int, total: int) -> No
         ),
         (
             "failureDomains:\n  labelKey: ''\n",
-            "failureDomains.labelKey: String should have at least 1 character",
+            "failureDomains.labelKey: not a valid label key '': name part must be non-empty",
         ),
         ("maxParallelUpgrades: [1\n", "not valid YAML at line 2"),
         ("drain:\n\tenable: true\n", "not valid YAML at line 2"),
@@ -342,10 +344,10 @@ def test_a_file_that_is_not_text(tmp_path: Path) -> None:
 def test_an_unreadable_file_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path, "maxParallelUpgrades: 2\n")
 
-    def refuse(self: Path, *args: Any, **kwargs: Any) -> str:
-        raise PermissionError(13, "Permission denied", str(self))
+    def refuse(file: Any, *args: Any, **kwargs: Any) -> Any:
+        raise PermissionError(13, "Permission denied", str(file))
 
-    monkeypatch.setattr(Path, "read_text", refuse)
+    monkeypatch.setattr("upgrader.config.open", refuse, raising=False)
     with pytest.raises(ConfigError) as err:
         load_policy(path)
     assert str(err.value) == f"policy {path}: cannot read: Permission denied"
@@ -358,6 +360,98 @@ def test_an_unreadable_file_is_a_config_error(tmp_path: Path, monkeypatch: pytes
 def test_an_unknown_key_with_a_line_break_still_gives_one_line(tmp_path: Path, key: str) -> None:
     message = load_error(tmp_path, f"{key}: 1\n")
     assert message.endswith(": unknown key")
+
+
+# ----- label keys and failure domains, as Kubernetes validates labels ---------------------------------
+
+NAME_RULE = "must consist of letters, digits, '-', '_' or '.', and start and end with a letter or digit"
+
+
+@pytest.mark.parametrize("key", ["topology.kubernetes.io/zone", "zone", "example.com/Rack_1", "a" * 63,
+                                 "a" * 253 + "/" + "b" * 63, "1.2/x-y.z"])
+def test_a_valid_label_key_is_accepted(key: str) -> None:
+    assert policy_from_mapping({"failureDomains": {"labelKey": key}}).failure_domains.label_key == key
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        ("Zone Key", f"name part {NAME_RULE}"),
+        ("-bad", f"name part {NAME_RULE}"),
+        ("zone-", f"name part {NAME_RULE}"),
+        ("a/b/c", "must be a name with an optional DNS subdomain prefix and one '/' (e.g. 'example.com/zone')"),
+        ("z" * 64, "name part must be no more than 63 characters"),
+        ("example.com/", "name part must be non-empty"),
+        ("/zone", "prefix part must be non-empty"),
+        ("a" * 254 + "/zone", "prefix part must be no more than 253 characters"),
+        ("Example.com/zone", "prefix part must be a DNS subdomain: lower-case letters, digits, '-' or '.', "
+                             "each dot-separated part starting and ending with a letter or digit"),
+        ("a..b/zone", "prefix part must be a DNS subdomain: lower-case letters, digits, '-' or '.', "
+                      "each dot-separated part starting and ending with a letter or digit"),
+    ],
+)
+def test_an_invalid_label_key_is_refused_naming_the_rule(tmp_path: Path, key: str, problem: str) -> None:
+    text = yaml.safe_dump({"failureDomains": {"labelKey": key}})
+    assert load_error(tmp_path, text) == f"failureDomains.labelKey: not a valid label key {key!r}: {problem}"
+
+
+@pytest.mark.parametrize(
+    ("domains", "message"),
+    [
+        ({"order": ["us-east-1a", "us east"]},
+         f"failureDomains.order.1: not a valid label value 'us east': must be empty or {NAME_RULE[5:]}"),
+        ({"canary": "z" * 64},
+         f"failureDomains.canary: not a valid label value '{'z' * 64}': must be no more than 63 characters"),
+    ],
+)
+def test_a_failure_domain_no_node_label_can_hold_is_refused(tmp_path: Path, domains: dict[str, Any],
+                                                            message: str) -> None:
+    assert load_error(tmp_path, yaml.safe_dump({"failureDomains": domains})) == message
+
+
+def test_a_long_order_with_a_duplicate_is_refused_quickly() -> None:
+    # 100,000 domains (what fits in a 1 MiB policy): the duplicate check was quadratic, minutes long.
+    order = [f"z{i}" for i in range(100_000)] + ["z7"]
+    with pytest.raises(ValidationError) as err:
+        policy_from_mapping({"failureDomains": {"order": order}})
+    assert one_line(err.value, "policy") == "policy: failureDomains.order: lists a domain twice: z7"
+
+
+def test_a_selector_key_a_label_cannot_have_is_refused(tmp_path: Path) -> None:
+    assert load_error(tmp_path, "drain:\n  podSelector: a..b/app=x\n") == (
+        "drain.podSelector: invalid label selector 'a..b/app=x': label key 'a..b/app': prefix part must be a "
+        "DNS subdomain: lower-case letters, digits, '-' or '.', each dot-separated part starting and ending "
+        "with a letter or digit"
+    )
+
+
+# ----- bounds: size and nesting ----------------------------------------------------------------------
+
+
+def test_a_policy_larger_than_1_mib_is_refused_unparsed(tmp_path: Path) -> None:
+    text = "#" * 2**20 + "\n"
+    assert load_error(tmp_path, text) == "larger than the limit of 1 MiB (1,048,577 bytes)"
+
+
+def test_a_policy_at_the_bound_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "maxParallelUpgrades: 2\n"
+    monkeypatch.setattr("upgrader.config.POLICY_MAX_BYTES", len(text))
+    assert load_policy(write(tmp_path, text)).max_parallel_upgrades == 2
+    monkeypatch.setattr("upgrader.config.POLICY_MAX_BYTES", len(text) - 1)
+    assert load_error(tmp_path, text) == f"larger than the limit of {len(text) - 1} bytes ({len(text)} bytes)"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("drain: " + "[" * 10**6 + "\n", "nested deeper than 64 levels at line 1"),
+        ("failureDomains:\n  order: " + "{a: " * 1000 + "}" * 1000 + "\n", "nested deeper than 64 levels at line 2"),
+        ("".join("  " * i + "a:\n" for i in range(100)), "nested deeper than 64 levels at line 64"),
+    ],
+    ids=["a-million-brackets", "flow-maps", "block-maps"],
+)
+def test_a_deeply_nested_policy_is_one_line_not_a_recursion_error(tmp_path: Path, text: str, message: str) -> None:
+    assert load_error(tmp_path, text) == message
 
 
 # ----- property: any mapping either loads or is refused in one line ----------------------------------

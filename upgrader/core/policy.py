@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from upgrader.core.labels import label_key_error, label_value_error
 from upgrader.core.selectors import LabelSelector, SelectorError, parse_label_selector
 
 _PERCENT = re.compile(r"^(\d{1,3})%$")
@@ -26,13 +28,45 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
 
+def selector_problem(text: str) -> str | None:
+    """Why a label selector string cannot be used, or None: it must parse, and its keys and values
+    must be ones a label can have (the parser's own check lets `a..b/c` through)."""
+    try:
+        selector = parse_label_selector(text)
+    except SelectorError as exc:
+        return str(exc)
+    for requirement in selector.requirements:
+        problem = label_key_error(requirement.key)
+        if problem is not None:
+            return f"invalid label selector {text!r}: label key {requirement.key!r}: {problem}"
+        for value in requirement.values if requirement.op not in (">", "<") else ():
+            problem = label_value_error(value)
+            if problem is not None:
+                return f"invalid label selector {text!r}: label value {value!r}: {problem}"
+    return None
+
+
 def _selector(value: Any) -> str:
     text = "" if value is None else str(value)
-    try:
-        parse_label_selector(text)
-    except SelectorError as exc:
-        raise ValueError(str(exc)) from None
+    problem = selector_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
     return text
+
+
+def _label_key(key: str) -> str:
+    problem = label_key_error(key)
+    if problem is not None:
+        raise ValueError(f"not a valid label key {key!r}: {problem}")
+    return key
+
+
+def _label_value(value: str) -> str:
+    """A failure domain is a value of the `labelKey` label: one no node can carry is a typo."""
+    problem = label_value_error(value)
+    if problem is not None:
+        raise ValueError(f"not a valid label value {value!r}: {problem}")
+    return value
 
 
 class WaitForCompletion(_Strict):
@@ -59,15 +93,16 @@ class Drain(_Strict):
 
 
 class FailureDomains(_Strict):
-    label_key: str = Field("topology.kubernetes.io/zone", alias="labelKey", min_length=1)
-    order: tuple[str, ...] = ()  # domains to go first, in this order; the rest follow sorted
-    canary: str | None = None  # defaults to the first domain in order
+    label_key: Annotated[str, AfterValidator(_label_key)] = Field("topology.kubernetes.io/zone", alias="labelKey")
+    # domains to go first, in this order; the rest follow sorted
+    order: tuple[Annotated[str, AfterValidator(_label_value)], ...] = ()
+    canary: Annotated[str, AfterValidator(_label_value)] | None = None  # defaults to the first domain in order
     soak_seconds: int = Field(0, alias="soakSeconds", ge=0, strict=True)
 
     @field_validator("order")
     @classmethod
     def _distinct(cls, order: tuple[str, ...]) -> tuple[str, ...]:
-        twice = sorted({domain for domain in order if order.count(domain) > 1})
+        twice = sorted(domain for domain, n in Counter(order).items() if n > 1)  # not order.count: quadratic
         if twice:
             raise ValueError(f"lists a domain twice: {', '.join(twice)}")
         return order

@@ -9,8 +9,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
-from upgrader.config import ClientConfigError
-from upgrader.core.input_errors import printable, yaml_where
+from upgrader.config import KUBECONFIG_MAX_BYTES, ClientConfigError, ConfigError, load_yaml, read_bounded
+from upgrader.core.input_errors import printable
 
 __all__ = ["ClientConfigError", "api_client"]
 
@@ -22,15 +22,14 @@ def _check_kubeconfig(path: str, context: str | None) -> None:
         raise ClientConfigError(f"kubeconfig {path}: is a directory, expected a kubeconfig file")
     if not file.is_file():
         raise ClientConfigError(f"kubeconfig {path} does not exist")
+    what = f"kubeconfig {path}"
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ClientConfigError(f"kubeconfig {path}: cannot read: {exc.strerror}") from None
+        text = read_bounded(file, what, KUBECONFIG_MAX_BYTES).decode("utf-8")
+        data = load_yaml(text, what)  # bounded first: the client's own parser recurses per level
     except UnicodeDecodeError:
-        raise ClientConfigError(f"kubeconfig {path}: not UTF-8 text, so not a kubeconfig") from None
-    except yaml.YAMLError as exc:
-        where = yaml_where(exc)
-        raise ClientConfigError(f"kubeconfig {path}: not valid YAML{where}") from None
+        raise ClientConfigError(f"{what}: not UTF-8 text, so not a kubeconfig") from None
+    except ConfigError as exc:
+        raise ClientConfigError(str(exc)) from None
     if data is None:
         raise ClientConfigError(f"kubeconfig {path}: the file is empty")
     if not isinstance(data, dict):
