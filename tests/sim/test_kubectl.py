@@ -368,6 +368,40 @@ def test_cordon_and_uncordon(healthy: Sim) -> None:
     assert healthy.get("node", node)[0]["STATUS"] == "Ready"
 
 
+def test_a_bad_label_fails_as_on_a_real_cluster_and_leaves_the_node_alone(healthy: Sim) -> None:
+    """kubectl checks a label value itself; a key, and anything a patch carries, the API server
+    checks: kubectl prints its 422 answer as it prints a real cluster's."""
+    node = "gpu-b-01"
+    before = healthy.ok("get", "node", node, "-o", "jsonpath={.metadata.labels}")
+    value_rule = (
+        "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must "
+        "start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used "
+        "for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+    )
+    name_rule = (
+        "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+        "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+        "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+    )
+    invalid = f'The Node "{node}" is invalid: metadata.labels: Invalid value: '
+    long_value = "a" * 64
+    refused = {
+        ("label", "node", node, "note=a\nb"): f'error: invalid label value: "note=a\\nb": {value_rule}\n',
+        ("label", "node", node, f"note={long_value}"): (
+            f'error: invalid label value: "note={long_value}": must be no more than 63 characters\n'
+        ),
+        ("label", "node", node, "bad key=v"): f'{invalid}"bad key": {name_rule}\n',
+        ("patch", "node", node, "-p", '{"metadata":{"labels":{"note":"a\\nb"}}}'): f'{invalid}"a\\nb": {value_rule}\n',
+        ("patch", "node", node, "--type=merge", "-p", f'{{"metadata":{{"labels":{{"note":"{long_value}"}}}}}}'): (
+            f'{invalid}"{long_value}": must be no more than 63 characters\n'
+        ),
+    }
+    for args, stderr in refused.items():
+        result = healthy.kubectl(*args)
+        assert (result.returncode, result.stdout, result.stderr) == (1, "", stderr), args
+    assert healthy.ok("get", "node", node, "-o", "jsonpath={.metadata.labels}") == before
+
+
 # ----- 5. drain -----------------------------------------------------------------------------
 
 

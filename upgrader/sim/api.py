@@ -18,7 +18,7 @@ from upgrader.sim.disruption import evict
 from upgrader.sim.faults import FaultPlan, RequestLog, RequestRecord
 from upgrader.sim.registry import ResourceType
 from upgrader.sim.store import Store
-from upgrader.sim.watch import Watcher
+from upgrader.sim.watch import Watcher, parse_resource_version
 
 Obj = dict[str, Any]
 JSON = "application/json"
@@ -203,6 +203,10 @@ class Dispatcher:
     def _serve(self, verb: str, target: Target, params: dict[str, str], req: Request, body: Any) -> Response:
         store, rtype = self.store, target.rtype
         accept = req.headers.get("accept", "")
+        wanted = params.get("resourceVersion") or "0"
+        if verb in ("list", "get") and wanted != "0" and parse_resource_version(wanted) > store.resource_version:
+            # Not reached yet (a client that saw a server since restored from an older backup).
+            raise errors.too_large_resource_version(int(wanted), store.resource_version)
         if verb == "list":
             result = store.list(
                 rtype,
@@ -335,7 +339,7 @@ class Dispatcher:
     def watch_line(self, event: str, obj: Obj, table_kind: str | None) -> bytes:
         """One line of a watch stream."""
         payload = obj
-        if table_kind is not None:
+        if table_kind is not None and event != "ERROR":  # an ERROR carries a Status as it is
             payload = tables.render(
                 table_kind,
                 [obj],

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from upgrader.sim.api import Dispatcher
+from upgrader.sim.backup import Backup, resume
 from upgrader.sim.clock import Clock, RealClock, VirtualClock
 from upgrader.sim.daemonsets import DaemonSetController
 from upgrader.sim.disruption import DisruptionController
@@ -81,6 +82,19 @@ class EmulatedCluster:
 
     def advance(self, seconds: float) -> None:
         self.store.advance(seconds)
+
+    def backup(self) -> Backup:
+        """Every object and the resourceVersion now (an etcd snapshot); see `restore_from`."""
+        return self.store.backup()
+
+    def restore_from(self, backup: Backup, bump_revision: int = 0, future_watches: str | None = None) -> None:
+        """The API server comes back on `backup`'s data (an etcd restore): resourceVersions go back
+        (unless `bump_revision`), every watch ends, a watch from a newer version gets what
+        `future_watches` says ("wait", kube-apiserver's default, "gone" or "too-large"), and the
+        behaviours carry on from the restored objects (`backup.resume`)."""
+        with self.store.lock:
+            self.store.restore_from(backup, bump_revision, future_watches)
+            resume(self)
 
     @property
     def requests(self) -> list[RequestRecord]:

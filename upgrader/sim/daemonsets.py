@@ -230,10 +230,10 @@ class DaemonSetController:
         if ready_now:
             report_ready(self.store, self.pods, pod, True)
         else:
-            self._start(pod)
+            self.start(pod)
         return pod
 
-    def _start(self, pod: Obj, attempt: int = 0) -> None:
+    def start(self, pod: Obj, attempt: int = 0) -> None:
         """Pull the pod's images and run it; a missing image is ImagePullBackOff, retried as the
         kubelet retries it (back-off doubling from `image_pull_backoff`, at most five minutes), so
         publishing the image later brings the pod up."""
@@ -277,7 +277,7 @@ class DaemonSetController:
     def _retry(self, ns: str, name: str, uid: str, attempt: int) -> None:
         pod = self.store.find(self.pods, ns, name)
         if pod is not None and pod["metadata"]["uid"] == uid and not is_terminating(pod):
-            self._start(pod, attempt + 1)
+            self.start(pod, attempt + 1)
 
     def _became_running(self, pod: Obj) -> None:
         if (pod["metadata"].get("labels") or {}).get("app") == VALIDATOR_APP:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from upgrader.sim import errors
 from upgrader.sim.clock import parse_rfc3339
 from upgrader.sim.registry import ResourceType
+
+if TYPE_CHECKING:
+    from upgrader.sim.store import Store
 
 Obj = dict[str, Any]
 
@@ -58,6 +61,16 @@ def owned_by(obj: Obj, owner_uid: str) -> bool:
     """Whether an ownerReference names the owner (so background cascading deletion takes it)."""
     refs = obj["metadata"].get("ownerReferences") or []
     return any(r.get("uid") == owner_uid for r in refs)
+
+
+def collect_dependents(store: Store, owner_uid: str) -> None:
+    """Background cascading deletion: objects whose ownerReferences name the deleted owner."""
+    for rtype in list(store.registry.types.values()):
+        for obj in store.objects(rtype):
+            if owned_by(obj, owner_uid):
+                m = obj["metadata"]
+                if store.find(rtype, m.get("namespace"), m["name"]) is obj:
+                    store.delete(rtype, m.get("namespace"), m["name"])
 
 
 def deletion_answer(rtype: ResourceType, deleted: Obj) -> Obj:

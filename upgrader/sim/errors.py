@@ -16,6 +16,7 @@ REASONS = {
     429: "TooManyRequests",
     500: "InternalError",
     503: "ServiceUnavailable",
+    504: "Timeout",
 }
 
 PDB_REFUSAL = "Cannot evict pod as it would violate the pod's disruption budget."
@@ -101,6 +102,25 @@ def bad_request(message: str) -> ApiError:
 
 def invalid(kind: str, name: str, message: str) -> ApiError:
     return ApiError(422, f'{kind} "{name}" is invalid: {message}', details={"name": name, "kind": kind})
+
+
+def expired(since: int, oldest: int) -> ApiError:
+    """A watch from a resourceVersion the server no longer has history for (410 Gone)."""
+    return ApiError(410, f"too old resource version: {since} ({oldest})", reason="Expired")
+
+
+def too_large_resource_version(requested: int, current: int) -> ApiError:
+    """kube-apiserver's answer to a read at a resourceVersion it has not reached (after its 3 s wait)."""
+    return ApiError(
+        504,
+        f"Timeout: Too large resource version: {requested}, current: {current}",
+        reason="Timeout",
+        details={
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        },
+        headers={"Retry-After": "1"},
+    )
 
 
 def pdb_refusal(pdb_name: str, desired: int, current: int) -> ApiError:

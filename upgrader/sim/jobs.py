@@ -132,7 +132,7 @@ class JobController:
             seconds = self.settings.delay("job_run", node, seconds)
             ns, name, uid = m["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
             self.store.scheduler.after(
-                seconds, f"job pod {ns}/{name} finishes", lambda: self._finish(ns, name, uid)
+                seconds, f"job pod {ns}/{name} finishes", lambda: self.finish(ns, name, uid)
             )
         return pod
 
@@ -151,9 +151,11 @@ class JobController:
         )
         return str(best["metadata"]["name"])
 
-    def _finish(self, namespace: str, name: str, uid: str) -> None:
+    def finish(self, namespace: str, name: str, uid: str) -> None:
+        """The pod's run is over: it succeeds, and its Job counts it (once: after a restore, a pod
+        can have two finishes armed)."""
         pod = self.store.find(self.pods, namespace, name)
-        if pod is None or pod["metadata"]["uid"] != uid or is_terminating(pod):
+        if pod is None or pod["metadata"]["uid"] != uid or is_terminating(pod) or is_terminal(pod):
             return
         now = rfc3339(self.store.clock.now())
 

@@ -90,3 +90,24 @@ def set_ready(pod: Obj, ready: bool, now: str, reason: str | None = None) -> Non
     status["conditions"] = conditions
     for cs in status.get("containerStatuses") or []:
         cs["ready"] = ready
+
+
+class PodIndex:
+    """Pods by the node they are bound to: behaviours and `kubectl drain` ask this often."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, dict[tuple[str, str], Obj]] = {}
+
+    def on(self, node: str) -> dict[tuple[str, str], Obj]:
+        return self._by_node.get(node, {})
+
+    def update(self, key: tuple[str, str], old: Obj | None, new: Obj | None) -> None:
+        if old is not None and node_of(old):
+            self._by_node.get(node_of(old), {}).pop(key, None)
+        if new is not None and node_of(new):
+            self._by_node.setdefault(node_of(new), {})[key] = new
+
+    def rebuild(self, pods: dict[tuple[str, str], Obj]) -> None:
+        self._by_node = {}
+        for key, pod in pods.items():
+            self.update(key, None, pod)

@@ -17,15 +17,18 @@ from contextlib import contextmanager
 from typing import Any
 
 from upgrader.sim import errors
+from upgrader.sim.backup import Backup
 from upgrader.sim.clock import Clock, RealClock, rfc3339
-from upgrader.sim.deletion import check_preconditions, deletion_answer, owned_by, pod_grace, termination_start
+from upgrader.sim.deletion import check_preconditions, collect_dependents, deletion_answer, pod_grace, termination_start
 from upgrader.sim.listing import Key, ListQuery, ListResult, equality_value, parse_selectors, select_page
 from upgrader.sim.patch import apply_patch
+from upgrader.sim.podutil import PodIndex
 from upgrader.sim.registry import Registry, ResourceType
 from upgrader.sim.scheduler import Scheduler
+from upgrader.sim.validation import check_labels
 from upgrader.sim.watch import Change, ChangeFeed, Watcher, parse_resource_version
 from upgrader.sim.wire import fill_wire_defaults
-from upgrader.sim.writes import check_resource_version, meta, stamp_created, written_over
+from upgrader.sim.writes import check_resource_version, meta, place, stamp_created, written_over
 
 __all__ = ["DEFAULT_NAMESPACES", "HISTORY_LIMIT", "NAME_ALPHABET", "ListResult", "Reactor", "Store", "meta"]
 
@@ -52,7 +55,7 @@ class Store:
         self._rv = 0
         self._feed = ChangeFeed(HISTORY_LIMIT)
         self._pending: deque[Change] = deque()
-        self._pods_by_node: dict[str, dict[Key, Obj]] = {}
+        self._pods = PodIndex()
         self._dispatching = False
         self._quiet = 0  # inside bulk(): commit without running reactors
         for ns in DEFAULT_NAMESPACES:
@@ -106,7 +109,7 @@ class Store:
     def pods_on(self, node_name: str) -> list[Obj]:
         """Pods bound to a node (an index, since behaviours ask this often)."""
         with self.lock:
-            return list(self._pods_by_node.get(node_name, {}).values())
+            return list(self._pods.on(node_name).values())
 
     def list(
         self,
@@ -123,7 +126,7 @@ class Store:
             bucket = self._bucket(rtype)
             node = equality_value(query, "spec.nodeName") if rtype.key == ("", "pods") else None
             if node:  # a node's pods (what kubectl drain and the controller ask): use the index
-                return select_page(query, bucket, sorted(self._pods_by_node.get(node, {})), str(self._rv))
+                return select_page(query, bucket, sorted(self._pods.on(node)), str(self._rv))
             keys = self._sorted.get(rtype.key)
             if keys is None:
                 keys = self._sorted[rtype.key] = sorted(bucket)
@@ -143,27 +146,14 @@ class Store:
 
     def _create(self, rtype: ResourceType, namespace: str | None, obj: Obj, restore: bool) -> Obj:
         m = meta(obj)
-        if rtype.namespaced:
-            ns = namespace or m.get("namespace") or "default"
-            if m.get("namespace") not in (None, "", ns):
-                raise errors.bad_request(
-                    "the namespace of the provided object does not match the namespace "
-                    "sent on the request"
-                )
-            if (
-                rtype.plural != "namespaces"
-                and self.find(self.type("", "v1", "namespaces"), "", ns) is None
-            ):
-                raise errors.not_found("namespaces", "", ns)
-            m["namespace"] = ns
-        else:
-            m.pop("namespace", None)
+        place(rtype, namespace, m, lambda ns: self.find(self.type("", "v1", "namespaces"), "", ns) is not None)
         if not m.get("name"):
             if not m.get("generateName"):
                 raise errors.invalid(
                     rtype.kind, "", "metadata.name: Required value: name or generateName is required"
                 )
             m["name"] = m["generateName"] + self.random_suffix()
+        check_labels(rtype, obj)
         key = self._key(rtype, m.get("namespace"), m["name"])
         if key in self._bucket(rtype):
             raise errors.already_exists(rtype.plural, rtype.group, m["name"])
@@ -225,6 +215,8 @@ class Store:
         new = written_over(rtype, current, new, subresource)
         if new == current:
             return current
+        if new["metadata"].get("labels") != current["metadata"].get("labels"):
+            check_labels(rtype, new)
         cur_meta = current["metadata"]
         key = self._key(rtype, cur_meta.get("namespace"), cur_meta["name"])
         self._commit(rtype, key, current, new)
@@ -249,7 +241,7 @@ class Store:
                     return self._terminate_gracefully(rtype, current, grace)
             self.remove(rtype, current)
             if propagation != "Orphan":
-                self._collect_dependents(current["metadata"]["uid"])
+                collect_dependents(self, current["metadata"]["uid"])
             return deletion_answer(rtype, current)
 
     def _terminate_gracefully(self, rtype: ResourceType, pod: Obj, grace: int) -> Obj:
@@ -261,18 +253,22 @@ class Store:
         updated = copy.deepcopy(pod)
         updated["metadata"]["deletionTimestamp"] = rfc3339(started + grace)
         updated["metadata"]["deletionGracePeriodSeconds"] = grace
-        key = self._key(rtype, m.get("namespace"), m["name"])
-        self._commit(rtype, key, pod, updated)
-        uid = m["uid"]
+        self._commit(rtype, self._key(rtype, m.get("namespace"), m["name"]), pod, updated)
+        self.expire_terminating(rtype, updated, started + grace - now)
+        return updated
+
+    def expire_terminating(self, rtype: ResourceType, pod: Obj, delay: float) -> None:
+        """Take a terminating pod away once its grace period is over (`delay` seconds from now)."""
+        ns, name, uid = pod["metadata"].get("namespace"), pod["metadata"]["name"], pod["metadata"]["uid"]
 
         def finish() -> None:
-            gone = self.find(rtype, m.get("namespace"), m["name"])
-            if gone is not None and gone["metadata"]["uid"] == uid:
+            gone = self.find(rtype, ns, name)
+            # Still terminating: a restore can bring the same pod back alive.
+            if gone is not None and gone["metadata"]["uid"] == uid and gone["metadata"].get("deletionTimestamp"):
                 self.remove(rtype, gone)
-                self._collect_dependents(uid)
+                collect_dependents(self, uid)
 
-        self.scheduler.after(started + grace - now, f"terminate pod {m.get('namespace')}/{m['name']}", finish)
-        return updated
+        self.scheduler.after(delay, f"terminate pod {ns}/{name}", finish)
 
     def remove(self, rtype: ResourceType, obj: Obj) -> None:
         """Take an object out of the store now (a DELETED event carries its last state)."""
@@ -283,15 +279,6 @@ class Store:
             if current is None:
                 return
             self._commit(rtype, key, current, None)
-
-    def _collect_dependents(self, owner_uid: str) -> None:
-        """Background cascading deletion: objects whose ownerReferences name the deleted owner."""
-        for rtype in list(self.registry.types.values()):
-            for obj in list(self._bucket(rtype).values()):
-                if owned_by(obj, owner_uid):
-                    m = obj["metadata"]
-                    if self.find(rtype, m.get("namespace"), m["name"]) is obj:
-                        self.delete(rtype, m.get("namespace"), m["name"])
 
     def _commit(self, rtype: ResourceType, key: Key, old: Obj | None, new: Obj | None) -> None:
         self._rv += 1
@@ -311,7 +298,7 @@ class Store:
             bucket[key] = new
             change = Change(self._rv, "ADDED" if old is None else "MODIFIED", rtype.key, old, new)
         if rtype.key == ("", "pods"):
-            self._index_pod(key, old, new)
+            self._pods.update(key, old, new)
         self._feed.publish(change)
         if self._quiet:
             return
@@ -328,17 +315,6 @@ class Store:
                 yield
             finally:
                 self._quiet -= 1
-
-    def _index_pod(self, key: Key, old: Obj | None, new: Obj | None) -> None:
-        for obj, keep in ((old, False), (new, True)):
-            node = ((obj or {}).get("spec") or {}).get("nodeName")
-            if not node:
-                continue
-            bucket = self._pods_by_node.setdefault(node, {})
-            if keep:
-                bucket[key] = obj  # type: ignore[assignment]
-            else:
-                bucket.pop(key, None)
 
     def _dispatch(self) -> None:
         """Run behaviour reactors on each change, outermost write first, never re-entrantly."""
@@ -370,7 +346,13 @@ class Store:
                 for obj in self.list(rtype, namespace, label_selector, field_selector).items:
                     watcher.push("ADDED", obj)
             else:
-                self._feed.replay(watcher, parse_resource_version(resource_version), self._rv)
+                since = parse_resource_version(resource_version)
+                try:
+                    self._feed.replay(watcher, since, self._rv)
+                except errors.ApiError as exc:  # as kube-apiserver answers: one ERROR event, then the end
+                    watcher.push("ERROR", exc.body())
+                    watcher.close()
+                    return watcher
             self._feed.subscribe(watcher)
         return watcher
 
@@ -378,6 +360,27 @@ class Store:
         with self.lock:
             self._feed.unsubscribe(watcher)
         watcher.close()
+
+    # ----- backup and restore ---------------------------------------------------------------
+
+    def backup(self) -> Backup:
+        """Every object and the resourceVersion now, as an etcd snapshot holds them (the objects
+        themselves: a stored object is never changed in place)."""
+        with self.lock:
+            return Backup(self._rv, {key: dict(bucket) for key, bucket in self._data.items()})
+
+    def restore_from(self, backup: Backup, bump_revision: int = 0, future_watches: str | None = None) -> None:
+        """Serve `backup`'s objects as an API server restarted on a restored etcd: every watch ends,
+        resourceVersions go back to the backup's (plus `bump_revision`: etcdutl's --bump-revision
+        with --mark-compacted, after which every watch resumed is 410 Expired), and a watch from a
+        version not reached gets `future_watches` (see `FUTURE_WATCHES`). No reactor runs."""
+        with self.lock:
+            self._feed.restart(backup.resource_version + bump_revision, future_watches)
+            self._data = {key: dict(bucket) for key, bucket in backup.objects.items()}
+            self._sorted.clear()
+            self._pods.rebuild(self._data.get(("", "pods"), {}))
+            self._pending.clear()
+            self._rv = backup.resource_version + bump_revision
 
     # ----- time -----------------------------------------------------------------------------
 

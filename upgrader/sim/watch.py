@@ -39,6 +39,9 @@ class Watcher:
         self._queue: deque[tuple[str, dict[str, Any]]] = deque()
         self._cond = threading.Condition()
         self.closed = False
+        # Started from a resourceVersion the store has not reached (kube-apiserver's watch cache
+        # holds such a watch): changes up to it are skipped, not sent.
+        self.after = 0
 
     def _matches(self, obj: dict[str, Any] | None) -> bool:
         if obj is None:
@@ -50,7 +53,7 @@ class Watcher:
 
     def offer(self, change: Change) -> None:
         """Translate a change into what this watcher sees: a label change can add or remove."""
-        if change.key != self.key:
+        if change.key != self.key or change.rv <= self.after:
             return
         if change.type == "DELETED":
             if self._matches(change.new):
@@ -83,10 +86,19 @@ class Watcher:
             self._queue.clear()
             return items
 
-    def close(self) -> None:
+    def close(self, discard: bool = False) -> None:
+        """End the stream; `discard` drops what is queued, as a server going away loses it."""
         with self._cond:
             self.closed = True
+            if discard:
+                self._queue.clear()
             self._cond.notify_all()
+
+
+# What a watch from a resourceVersion newer than the store's gets (after a restore from an older
+# backup): "wait" is kube-apiserver's watch cache (held silently, changes after that version only);
+# "gone" a 410 Expired; "too-large" the 504 "Too large resource version" its lists answer.
+FUTURE_WATCHES = ("wait", "gone", "too-large")
 
 
 class ChangeFeed:
@@ -95,6 +107,8 @@ class ChangeFeed:
     def __init__(self, limit: int) -> None:
         self._history: deque[Change] = deque(maxlen=limit)
         self._watchers: list[Watcher] = []
+        self._floor = 0  # no watch resumes from before this (set by a restart)
+        self.future = "wait"
 
     def publish(self, change: Change) -> None:
         """Keep a committed change and offer it to every open watcher."""
@@ -103,10 +117,19 @@ class ChangeFeed:
             watcher.offer(change)
 
     def replay(self, watcher: Watcher, since: int, current_rv: int) -> None:
-        """Offer a watcher every kept change after `since`; 410 Expired once history has moved past it."""
+        """Offer a watcher every kept change after `since`; 410 Expired once history has moved past it.
+        A `since` newer than the store is answered as `future` says."""
         oldest = self._history[0].rv if self._history else current_rv + 1
-        if since < oldest - 1 and len(self._history) == self._history.maxlen:
-            raise errors.ApiError(410, f"too old resource version: {since} ({oldest - 1})", reason="Expired")
+        floor = oldest - 1 if len(self._history) == self._history.maxlen else self._floor
+        if since < floor:
+            raise errors.expired(since, floor)
+        if since > current_rv:
+            if self.future == "gone":
+                raise errors.expired(since, current_rv)
+            if self.future == "too-large":
+                raise errors.too_large_resource_version(since, current_rv)
+            watcher.after = since
+            return
         for change in self._history:
             if change.rv > since:
                 watcher.offer(change)
@@ -117,6 +140,18 @@ class ChangeFeed:
     def unsubscribe(self, watcher: Watcher) -> None:
         if watcher in self._watchers:
             self._watchers.remove(watcher)
+
+    def restart(self, floor: int, future: str | None = None) -> None:
+        """An API server restarted on other data: every open watch ends, unsent events lost, and
+        its watch cache starts empty at `floor`, so a watch from before it is 410 Expired."""
+        if future is not None and future not in FUTURE_WATCHES:
+            raise ValueError(f"future watches get one of {FUTURE_WATCHES}, not {future!r}")
+        self.future = future or self.future
+        for watcher in self._watchers:
+            watcher.close(discard=True)
+        self._watchers.clear()
+        self._history.clear()
+        self._floor = floor
 
 
 def parse_resource_version(text: str) -> int:

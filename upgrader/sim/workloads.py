@@ -23,7 +23,8 @@ Obj = dict[str, Any]
 REPLACED_KINDS = ("ReplicaSet", "StatefulSet")
 
 
-def _owner(pod: Obj) -> Obj | None:
+def replaced_owner(pod: Obj) -> Obj | None:
+    """The ReplicaSet or StatefulSet controlling the pod, if one does."""
     for ref in pod["metadata"].get("ownerReferences") or []:
         if ref.get("controller") and ref.get("kind") in REPLACED_KINDS:
             return dict(ref)
@@ -40,7 +41,7 @@ class WorkloadController:
 
     def react(self, change: Change) -> None:
         if change.key == self.pods.key and change.type == "DELETED":
-            owner = _owner(change.new)
+            owner = replaced_owner(change.new)
             if owner is not None and not is_terminal(change.new):
                 self._replace(change.new, owner)
         elif change.key == self.nodes.key and change.type == "MODIFIED":
@@ -96,7 +97,7 @@ class WorkloadController:
             p
             for p in self.store.objects(self.pods)
             if not (p.get("spec") or {}).get("nodeName")
-            and _owner(p) is not None
+            and replaced_owner(p) is not None
             and not p["metadata"].get("deletionTimestamp")
         ]
         for pod in sorted(pending, key=lambda p: p["metadata"]["creationTimestamp"]):
@@ -110,7 +111,7 @@ class WorkloadController:
             self.store.scheduler.after(self.settings.workload_ready_delay, "retry pending pods", self.schedule_pending)
 
     def _bind(self, pod: Obj, node_name: str) -> None:
-        ns, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         now = rfc3339(self.store.clock.now())
 
         def bind(p: Obj) -> None:
@@ -134,6 +135,12 @@ class WorkloadController:
             }
 
         self.store.mutate(self.pods, ns, name, bind)
+        self.ready_later(pod, node_name)
+
+    def ready_later(self, pod: Obj, node_name: str | None = None) -> None:
+        """The bound pod turns Ready after `workload_ready_delay`, if it is still that pod."""
+        ns, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
+        node_name = node_name or str((pod.get("spec") or {}).get("nodeName") or "")
 
         def ready() -> None:
             current = self.store.find(self.pods, ns, name)

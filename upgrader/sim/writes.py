@@ -5,6 +5,7 @@ Pure functions over dicts; the store supplies uids, clocks and the lock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from upgrader.sim import errors
@@ -33,6 +34,21 @@ def meta(obj: Obj) -> Obj:
     return m
 
 
+def place(rtype: ResourceType, namespace: str | None, m: Obj, namespace_exists: Callable[[str], bool]) -> None:
+    """Give a new object the request's namespace (or none, for a cluster-scoped type)."""
+    if not rtype.namespaced:
+        m.pop("namespace", None)
+        return
+    ns = namespace or m.get("namespace") or "default"
+    if m.get("namespace") not in (None, "", ns):
+        raise errors.bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
+    if rtype.plural != "namespaces" and not namespace_exists(ns):
+        raise errors.not_found("namespaces", "", ns)
+    m["namespace"] = ns
+
+
 def check_resource_version(rtype: ResourceType, name: str, current: Obj, wanted: str | None) -> None:
     """A resourceVersion a write names must still be the stored one: otherwise 409 Conflict."""
     if wanted and wanted != current["metadata"]["resourceVersion"]:
@@ -59,7 +75,10 @@ def written_over(rtype: ResourceType, current: Obj, new: Obj, subresource: str |
     with a status subresource leaves status alone ("internal" behaviour writes change both); a
     spec change bumps the generation.
     """
-    m, cur_meta = meta(new), current["metadata"]
+    # Its own metadata dict: a merge patch that leaves metadata alone shares the stored one, which
+    # the resourceVersion and generation set below must not change in place.
+    m, cur_meta = dict(meta(new)), current["metadata"]
+    new["metadata"] = m
     for fixed in SERVER_METADATA:
         if fixed in cur_meta:
             m[fixed] = cur_meta[fixed]
