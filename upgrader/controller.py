@@ -33,11 +33,14 @@ class PassReport:
     error: str | None = None
     transitions: list[tuple[str, str, float | None]] = field(default_factory=list)  # from, to, seconds in from
     seconds: float = 0.0
-    leader: bool = True
+    leader: bool = True  # we hold the lease: our last renewal was acknowledged and nobody took it since
+    stale: str | None = None  # why we held the lease but could not act (writes were skipped)
 
     @property
     def result(self) -> str:
-        return "error" if self.error else "ok" if self.acted else "not_leader"
+        if self.error:
+            return "error"
+        return "stale_lease" if self.stale else "ok" if self.acted else "not_leader"
 
 
 class _Writer:
@@ -45,13 +48,28 @@ class _Writer:
 
     def __init__(self, controller: Controller, applier: Applier) -> None:
         self.controller = controller
+        self.elector = controller.elector
         self.applier = applier
         self.errors: list[str] = []
+        self.closed = False  # the lease went stale or was lost: nothing more is written this pass
+        self.stale: str | None = None  # why, when the lease was not lost but could not be renewed in time
+
+    def may_write(self) -> bool:
+        """Each write is sent on a fresh lease: renewed (one request) when getting old, not dropped."""
+        if self.elector is None:
+            return True
+        if not self.closed and not self.elector.renew_if_old():
+            self.closed = True  # the rest of the pass was decided on a lease we may no longer hold
+            # Lost (someone else wrote the Lease) is not stale: our renewal is gone, not late.
+            self.stale = self.elector.why_stale() if self.elector.age() is not None else None
+        return not self.closed
 
     def apply(self, actions: list[Action]) -> list[Outcome]:
-        if not self.controller.leading():
-            return []
-        done = self.applier.apply(actions)
+        done: list[Outcome] = []
+        for action in actions:  # a batch cut short leaves the rest undone; later batches write nothing
+            if not self.may_write():
+                break
+            done.append(self.applier.apply_one(action))
         for outcome in done:
             self._log(outcome)
         if any(o.result is Result.CONFLICT for o in done):
@@ -94,33 +112,37 @@ class Controller:
         self.elector = elector
         self.on_pass: list[Callable[[PassReport], None]] = []
         self.cache: ClusterCache | None = None  # set by runner.start_watches
-        # LIST rather than trust the cache (set on the first pass, and on any pass that starts
-        # without a fresh lease).
+        # LIST rather than trust the cache (set on the first pass, on any pass that took the lease
+        # rather than renewed our own, and after a refused write).
         self.fresh_reads = True
         self.events = EventRecorder(api, settings)  # counts repeated Events across passes
 
     def reconcile(self) -> PassReport:
         """One pass. Never sleeps on the cluster: waits are states with start times on the nodes."""
         started = time.perf_counter()
-        # Not holding a fresh lease going in: another replica may have led meanwhile, and the
-        # watches may lag what it wrote.
-        if self.elector is not None and not self.elector.holds():
-            self.fresh_reads = True
-        if self.elector is not None and not self.elector.acquire_or_renew():
-            report = PassReport(acted=False, leader=False)
+        elector = self.elector
+        if elector is not None and elector.acquire_or_renew() and elector.reacquired:
+            self.fresh_reads = True  # another replica may have led meanwhile: the watches may lag it
+        if elector is not None and not elector.holds():
+            # Not the leader; or still holding the lease, but the renewal failed or its answer came
+            # too late to act on.
+            held = elector.held()
+            stale = elector.why_stale() if held else None
+            # A lease we cannot read or write is an error, not another replica leading.
+            error = None if held or elector.last_error is None else f"leader lease: {elector.last_error}"
+            report = PassReport(acted=False, leader=held, stale=stale, error=error)
         else:
             try:
                 report = self._pass()
             except ApiError as exc:
                 log.warning("pass aborted: %s", exc)
                 report = PassReport(acted=False, error=str(exc))
+        if report.stale and elector is not None:
+            log.warning("holding the lease %s/%s but could not act: %s", elector.namespace, elector.name, report.stale)
         report.seconds = time.perf_counter() - started
         for callback in self.on_pass:
             callback(report)
         return report
-
-    def leading(self) -> bool:
-        return self.elector is None or self.elector.holds()
 
     def _pass(self) -> PassReport:
         now, cache = self.clock(), self.cache
@@ -129,13 +151,13 @@ class Controller:
         observe = cache.observe if cache is not None else None
         writer = _Writer(self, Applier(self.api, self.settings, raw_nodes, now, observe, self.events))
         result = reconcile(snapshot, self.policy, now, writer.apply)
-        leading = self.leading()
         return PassReport(
-            acted=leading,
+            acted=not writer.closed,
             status=result.status,
             outcomes=result.outcomes,
             transitions=result.transitions,
-            leader=leading,
+            leader=not writer.closed or writer.stale is not None,  # closed and not stale: lost
+            stale=writer.stale,
             error="; ".join(writer.errors) or None,  # a denied or failed write counts as a failed pass
         )
 

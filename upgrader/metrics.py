@@ -169,7 +169,13 @@ class MetricsServer:
     """/metrics, /healthz (the loop is alive) and /readyz (a pass succeeded recently)."""
 
     def __init__(
-        self, metrics: Metrics, port: int, healthy: Callable[[], bool], ready: Callable[[], bool], host: str = "0.0.0.0"
+        self,
+        metrics: Metrics,
+        port: int,
+        healthy: Callable[[], bool],
+        ready: Callable[[], bool],
+        host: str = "0.0.0.0",
+        reason: Callable[[], str | None] | None = None,  # why /readyz fails, for its body
     ) -> None:
         outer = self
 
@@ -186,7 +192,8 @@ class MetricsServer:
                     outer._send(self, 200 if ok else 503, b"ok\n" if ok else b"reconcile loop stalled\n")
                 elif path == "/readyz":
                     ok = ready()
-                    outer._send(self, 200 if ok else 503, b"ok\n" if ok else b"no successful pass recently\n")
+                    why = (reason() if reason else None) or "no successful pass recently"
+                    outer._send(self, 200 if ok else 503, b"ok\n" if ok else why.encode() + b"\n")
                 else:
                     outer._send(self, 404, b"not found\n")
 

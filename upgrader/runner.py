@@ -62,25 +62,38 @@ def start_watches(controller: Controller, stop: threading.Event, wake: threading
 
 
 class Health:
-    """Liveness: the loop finished a pass recently. Readiness: that pass talked to the API fine."""
+    """Liveness: the loop finished a pass recently. Readiness: that pass talked to the API fine.
+
+    A replica that is not the leader is ready; one that holds the lease but could not act in its
+    last pass (its renewals too slow or failing) is not, until a pass acts again.
+    """
 
     def __init__(self, controller: Controller, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.window = max(60.0, 10 * controller.settings.requeue_seconds)
         self.last_pass: float | None = None
         self.last_ok: float | None = None
+        self.stale: str | None = None
         controller.on_pass.append(self._seen)
 
     def _seen(self, report: PassReport) -> None:
         self.last_pass = self.clock()
-        if report.error is None:
+        self.stale = report.stale
+        if report.error is None and report.stale is None:
             self.last_ok = self.last_pass
 
     def healthy(self) -> bool:
         return self.last_pass is None or self.clock() - self.last_pass < self.window
 
     def ready(self) -> bool:
-        return self.last_ok is not None and self.clock() - self.last_ok < self.window
+        return self.unready_reason() is None
+
+    def unready_reason(self) -> str | None:
+        if self.stale is not None:
+            return f"holding the lease but could not act: {self.stale}"
+        if self.last_ok is None or self.clock() - self.last_ok >= self.window:
+            return "no successful pass recently"
+        return None
 
 
 def attach_metrics(controller: Controller, metrics: Metrics) -> None:
@@ -101,7 +114,7 @@ def serve_metrics(controller: Controller, port: int) -> MetricsServer:
     metrics = Metrics()
     attach_metrics(controller, metrics)
     health = Health(controller)
-    return MetricsServer(metrics, port, health.healthy, health.ready).start()
+    return MetricsServer(metrics, port, health.healthy, health.ready, reason=health.unready_reason).start()
 
 
 def run_until_signalled(controller: Controller) -> int:

@@ -1,8 +1,16 @@
 """Lease-based leader election (coordination.k8s.io/v1): one replica acts, the others wait.
 
-A replica acts in a pass only after renewing the lease at the start of it, and stops acting
-when its last renewal is older than the lease duration minus a safety margin (see `holds`).
-Renewals are optimistic-concurrency updates: a 409 means someone else won.
+Holding is judged by renewals the API server acknowledged, timed by when they were *sent*: the
+renewTime we write is that send time, so other replicas count the lease's expiry from a moment no
+later than the one we count from, however slow the answer was. While we hold the lease, renewing is
+one PUT of the Lease our last acknowledged write returned (its resourceVersion makes it
+compare-and-swap); a 409 means someone else wrote it, and we read it and decide again. That PUT
+landing also proves nobody took the lease since our previous renewal, even one that had expired
+meanwhile (taking it is a write), so a long pass renews before it writes instead of giving up.
+
+A replica may act only while its last acknowledged renewal is younger than two thirds of the
+duration (`holds`); the rest is margin for a write in flight and clock skew. Between two thirds and
+the whole duration it still holds the lease (`held`: nobody else can take it) but cannot act.
 """
 
 from __future__ import annotations
@@ -34,54 +42,131 @@ class LeaderElector:
         self.identity = identity
         self.duration = duration
         self.clock = clock
-        self.renewed_at: float | None = None
+        self.renewed_at: float | None = None  # send time of our last renewal the API server acknowledged
+        self.last_error: str | None = None  # why the last renewal got no answer, until one succeeds
+        self._lease: Obj | None = None  # the Lease as that renewal returned it
+        # The last acknowledged write took the lease rather than renewed our own unchanged one:
+        # another replica may have led since our previous renewal.
+        self.reacquired = False
 
     @property
     def path(self) -> str:
         return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{self.name}"
 
+    @property
+    def act_window(self) -> float:
+        return self.duration * 2 / 3
+
+    def age(self) -> float | None:
+        """Seconds since our last acknowledged renewal was sent; None when we have none."""
+        return None if self.renewed_at is None else self.clock() - self.renewed_at
+
+    def held(self) -> bool:
+        """Our last acknowledged renewal has not expired: no other replica can take the lease."""
+        age = self.age()
+        return age is not None and age < self.duration
+
     def holds(self) -> bool:
-        """True while our last renewal is fresh enough to act on (two thirds of the duration)."""
-        return self.renewed_at is not None and self.clock() - self.renewed_at < self.duration * 2 / 3
+        """True while our last acknowledged renewal is fresh enough to act on (two thirds of the duration)."""
+        age = self.age()
+        return age is not None and age < self.act_window
+
+    def renew_if_old(self) -> bool:
+        """Before a write: renew once the last renewal is a third of the duration old; True when we may act.
+
+        Only our own Lease, compare-and-swap, even past its expiry: if that lands, nobody wrote the
+        Lease since, so nobody led meanwhile. Never acquires anew: another replica may have led and
+        the pass's decisions may rest on what it changed.
+        """
+        age = self.age()
+        if age is None:
+            return False
+        if age >= self.duration / 3:
+            self._renew(acquire=False)
+        return self.holds()
+
+    def why_stale(self) -> str:
+        """Why we hold the lease but cannot act, for the log and /readyz."""
+        age = self.age()
+        failed = f"renewing failed ({self.last_error}); " if self.last_error else ""
+        if age is None:
+            return f"{failed}no acknowledged renewal"
+        return (
+            f"{failed}last acknowledged renewal {age:.1f} s ago, older than {self.act_window:.1f} s (API latency?)"
+        )
 
     def acquire_or_renew(self) -> bool:
-        now = self.clock()
+        """Renew (one request while we hold it) or acquire; True when the API server acknowledged."""
+        return self._renew(acquire=True)
+
+    def _renew(self, acquire: bool) -> bool:
+        """An error other than a 409 keeps the last acknowledged renewal: it holds until it expires."""
         try:
-            lease = self.api.get(self.path)
-            if lease is None:
-                self.api.create(self.path.rsplit("/", 1)[0], self._lease(None, now))
-            else:
-                spec = lease.get("spec") or {}
-                holder = spec.get("holderIdentity")
-                renewed = parse_or_none(spec.get("renewTime")) or 0.0
-                expired = now > renewed + float(spec.get("leaseDurationSeconds") or self.duration)
-                if holder not in (None, "", self.identity) and not expired:
-                    self.renewed_at = None
-                    return False
-                self.api.replace(self.path, self._lease(lease, now))
+            if self._lease is not None:
+                try:
+                    self._write(self._lease)
+                    self.reacquired = False
+                    return True
+                except ApiError as exc:
+                    if exc.status not in (404, 409):
+                        raise
+                    self._lost()  # written or deleted since our last renewal: someone else may have led
+            return acquire and self._acquire()
         except ApiError as exc:
-            if exc.status != 409:  # 409: another replica won the race, as designed
-                log.warning("leader lease %s/%s: %s", self.namespace, self.name, exc)
-            self.renewed_at = None
+            if exc.status == 409:  # another replica won the race, as designed
+                self._lost()
+                return False
+            self.last_error = str(exc)
+            log.warning("leader lease %s/%s: %s", self.namespace, self.name, exc)
             return False
-        self.renewed_at = now
+
+    def _acquire(self) -> bool:
+        now = self.clock()  # before the read: judging expiry early errs towards "still held"
+        lease = self.api.get(self.path)
+        if lease is None:
+            sent = self.clock()
+            self._acknowledged(self.api.create(self.path.rsplit("/", 1)[0], self._body(None, sent)), sent)
+            self.reacquired = True
+            return True
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity")
+        renewed = parse_or_none(spec.get("renewTime")) or 0.0
+        expired = now > renewed + float(spec.get("leaseDurationSeconds") or self.duration)
+        if holder not in (None, "", self.identity) and not expired:
+            self._lost()
+            return False
+        self._write(lease)
+        self.reacquired = True
         return True
+
+    def _write(self, current: Obj) -> None:
+        sent = self.clock()
+        self._acknowledged(self.api.replace(self.path, self._body(current, sent)), sent)
+
+    def _acknowledged(self, lease: Obj, sent: float) -> None:
+        self._lease, self.renewed_at, self.last_error = lease, sent, None
+
+    def _lost(self) -> None:
+        self._lease, self.renewed_at, self.last_error = None, None, None
 
     def release(self) -> None:
         """Give the lease up on a clean shutdown so another replica takes over at once."""
         if self.renewed_at is None:
             return
-        try:
-            lease = self.api.get(self.path)
-            if lease and (lease.get("spec") or {}).get("holderIdentity") == self.identity:
-                lease["spec"]["holderIdentity"] = None
-                lease["spec"]["renewTime"] = rfc3339_micro(0)
-                self.api.replace(self.path, lease)
-        except ApiError:
-            pass
-        self.renewed_at = None
+        kept = self._lease
+        for lease in (kept, None) if kept is not None else (None,):
+            try:
+                lease = lease or self.api.get(self.path)
+                if lease and (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+                    spec = {**lease["spec"], "holderIdentity": None, "renewTime": rfc3339_micro(0)}
+                    self.api.replace(self.path, {**lease, "spec": spec})
+                break
+            except ApiError as exc:
+                if exc.status != 409:  # 409 on the kept copy: written since, read it and look again
+                    break
+        self._lost()
 
-    def _lease(self, current: Obj | None, now: float) -> Obj:
+    def _body(self, current: Obj | None, now: float) -> Obj:
         stamp = rfc3339_micro(now)
         spec = dict((current or {}).get("spec") or {})
         changed_hands = spec.get("holderIdentity") != self.identity
