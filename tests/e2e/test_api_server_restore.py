@@ -159,22 +159,15 @@ def test_a_restored_api_server_neither_undoes_an_admins_cordon_nor_stops_the_rol
 
 # Resuming from a version the restored server hands out again (restore without --bump-revision),
 # nothing tells the informers anything: a watch from a version not reached yet is held (kube-apiserver)
-# or, once the server's writes have reached it, replays from there on the new history. Only a LIST
-# shows the restored objects, and a pass LISTs after a refused write; while every node in progress
-# only waits on its driver pod, none is refused, and the driver-pod copy keeps a pod the server never
-# had. See the report for issue 11 (upgrader/kube/informer.py `step`, upgrader/kube/snapshot.py `_read`).
-PHANTOM = pytest.mark.xfail(
-    strict=True,
-    reason="the driver-pod copy keeps a pod only the newer history had until the node times out",
-)
-
-
+# or, once the server's writes have reached it, replays from there on the new history. A node being
+# worked on reads its driver pods from the pass's own list of its pods, and that list's
+# resourceVersion, below the copy's, makes the next pass list everything again.
 @pytest.mark.parametrize(
     "answer",
     [
-        pytest.param("wait", marks=PHANTOM),
-        pytest.param("gone", marks=PHANTOM),
-        pytest.param("too-large", marks=PHANTOM),
+        "wait",
+        "gone",
+        "too-large",
         "bump",
     ],
 )

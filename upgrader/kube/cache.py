@@ -28,6 +28,29 @@ class ClusterCache:
             api, pods_path, pod_view, label_selector=pods_selector, on_change=on_change, keep_raw=False
         )
         self._pdbs: dict[tuple[str, str], PdbView | None] = {}
+        self._suspects: dict[str, int] = {}  # driver pod held in the copy -> a list's version that lacked it
+
+    def contradicted(self, missing: dict[str, int | None]) -> list[str]:
+        """Driver pods the copy holds that a list at some resourceVersion did not have, now that the
+        copy's watch has followed the history past that version: a watch would have said they went,
+        so the history it follows is not the one the server lists from (the server went back in
+        time). A copy still behind the list only lags: its pods stay suspects until it catches up."""
+        held = self.driver_pods.entries() or {}
+        position = self.driver_pods.position()
+        found, kept = [], {}
+        for key, at in self._suspects.items():
+            entry = held.get(key)
+            if entry is None or (entry.version or 0) > at:
+                continue  # gone from the copy, or a newer write of it: no contradiction
+            if position is not None and position >= at:
+                found.append(key)
+            else:
+                kept[key] = at
+        for key, listed_at in missing.items():
+            if listed_at is not None:
+                kept.setdefault(key, listed_at)
+        self._suspects = {} if found else kept
+        return sorted(found)
 
     def pdb_views(self, items: list[Obj]) -> list[PdbView]:
         """Views of the PDBs a pass LISTed, reusing last pass's view of any PDB whose

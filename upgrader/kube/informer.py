@@ -124,6 +124,24 @@ class Informer(Generic[V]):
                 return
             self._merge(listing)
 
+    def distrust(self, why: str) -> None:
+        """A fresh read the pass made elsewhere (a node's pods) contradicts the copy: the API server
+        went back in time (restored), and its watches may say nothing of it. The copy is not read
+        again until a full list replaces it (see `absorb` and `step`)."""
+        with self._lock:
+            if self._synced:
+                log.warning("%s: %s (restored from an older state?): listing again", self.path, why)
+                self._synced = False
+
+    def position(self) -> int | None:
+        """The resourceVersion the copy has followed the history to (None: cannot tell)."""
+        return _int_or_none(self._version)
+
+    def went_back(self, listed_at: int | None) -> bool:
+        """A list answered at a resourceVersion below the copy's."""
+        held_at = _int_or_none(self._version)
+        return listed_at is not None and held_at is not None and listed_at < held_at
+
     def _reset(self, listing: Obj, held_at: int | None) -> None:
         """Replace the copy with `listing`; said aloud when the API server's resourceVersion went back."""
         listed_at = version_of(listing)

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from upgrader.config import Settings
 from upgrader.core.gpupods import GpuClaims, claim_index
+from upgrader.core.selectors import parse_label_selector
 from upgrader.core.steps import NEEDS_PODS
 from upgrader.core.timefmt import parse_or_none
 from upgrader.core.views import Control, PodView, Snapshot, driver_set, node_view, pdb_view, pod_view
@@ -89,10 +90,22 @@ def _take(api: KubeApi, settings: Settings, cache: ClusterCache | None, fresh: b
     for entry in pod_entries.values():
         driver_pods.setdefault(entry.view.node, []).append(entry.view)
     node_pods = {}
+    is_driver = parse_label_selector(pods_selector or "")
+    missing: dict[str, int | None] = {}  # driver pods the copy holds that a node's list lacked -> its version
+    oldest: int | None = None
     for name, node in nodes.items():
         if node.state in NEEDS_PODS:
-            items = api.list("/api/v1/pods", field_selector=f"spec.nodeName={name}").get("items", [])
-            node_pods[name] = [pod_view(p) for p in items]
+            listing = api.list("/api/v1/pods", field_selector=f"spec.nodeName={name}")
+            node_pods[name] = [pod_view(p) for p in listing.get("items", [])]
+            # A node being worked on reads its driver pods from this fresh list, not from the copy,
+            # which an API server restored from an older state may never correct.
+            held = {p.key for p in driver_pods.get(name, [])}
+            driver_pods[name] = [p for p in node_pods[name] if p.namespace == ns and is_driver.matches(p.labels)]
+            listed_at = version_of(listing)
+            missing.update((key, listed_at) for key in held - {p.key for p in driver_pods[name]})
+            oldest = min(filter(None, (oldest, listed_at)), default=None)
+    if cache is not None:
+        check_copy(cache, missing, oldest)
     snapshot = Snapshot(
         nodes=nodes,
         driver_pods=driver_pods,
@@ -103,6 +116,21 @@ def _take(api: KubeApi, settings: Settings, cache: ClusterCache | None, fresh: b
         gpu_claims=read_gpu_claims(api, [p for pods in node_pods.values() for p in pods]),
     )
     return snapshot, raw_nodes
+
+
+def check_copy(cache: ClusterCache, missing: dict[str, int | None], listed_at: int | None) -> None:
+    """Compare the copy with the nodes' pods as the API server lists them now: a list older than the
+    copy, or a driver pod the copy keeps holding after its watch followed the history past a list
+    that did not have it, means the server went back in time; both informers list again."""
+    gone = cache.contradicted(missing)
+    if cache.driver_pods.went_back(listed_at) or cache.nodes.went_back(listed_at):
+        why = f"the API server answered at resourceVersion {listed_at}, below the copy's"
+    elif gone:
+        why = f"driver pod {gone[0]} is in the copy but not on the server, and no watch said it went"
+    else:
+        return
+    for informer in (cache.nodes, cache.driver_pods):
+        informer.distrust(why)
 
 
 CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
