@@ -20,7 +20,7 @@ from upgrader.core.states import IN_PROGRESS, STATE_COUNT_KEYS, State
 from upgrader.core.status import PHASES
 from upgrader.core.timefmt import parse_or_none
 
-BLOCK_REASONS = ("pdb", "wait_for_jobs", "pod_deletion", "drain", "gpu_pods")
+BLOCK_REASONS = ("pdb", "wait_for_jobs", "pod_deletion", "drain", "gpu_pods", "cordon_record", "driver_daemonset")
 FAILURE_REASONS = (
     "image",
     "driver_restart",

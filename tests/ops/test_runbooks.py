@@ -131,3 +131,14 @@ def test_every_link_between_pages_resolves() -> None:
     for page in [*_pages(), INDEX]:
         for target in re.findall(r"\]\(([^)#:]+\.md)\)", page.read_text(encoding="utf-8")):
             assert (RUNBOOK_DIR / target).is_file(), f"{page.name} links {target}, which does not exist"
+
+
+def test_every_block_kind_the_index_lists_is_counted_by_the_metrics() -> None:
+    """A blocked node of any kind shows in upgrader_blocked_nodes, not only in the per-node series."""
+    from upgrader.metrics import BLOCK_REASONS, reason_label
+
+    text = INDEX.read_text(encoding="utf-8")
+    blocked_section = text.split("## Blocked", 1)[1].split("\n## ", 1)[0]
+    kinds = re.findall(r"^\| \[[^\]]+\]\([^)]+\) \| `([a-z-]+)` \|", blocked_section, flags=re.MULTILINE)
+    assert len(kinds) >= 7, kinds
+    assert {reason_label(k) for k in kinds} <= set(BLOCK_REASONS)
