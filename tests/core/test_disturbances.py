@@ -7,7 +7,8 @@ from typing import Any
 
 from upgrader.core.actions import Annotate, Event, Evict, Outcome, Result, SetUnschedulable, Transition
 from upgrader.core.detect import detect
-from upgrader.core.rollout import conclude, plan_steps, start_nodes
+from upgrader.core.rollout import conclude, plan_steps
+from upgrader.core.starts import start_nodes
 from upgrader.core.states import (
     OPERATOR_INITIAL_UNSCHEDULABLE,
     SINCE_STATE,

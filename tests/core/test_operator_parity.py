@@ -15,7 +15,7 @@ import pytest
 from upgrader.core.actions import Action, Annotate, DeletePod, Event, Evict, Outcome, Result, Transition
 from upgrader.core.detect import detect
 from upgrader.core.reconcile import reconcile
-from upgrader.core.rollout import start_nodes
+from upgrader.core.starts import start_nodes
 from upgrader.core.states import (
     DRAIN_SKIP_LABEL,
     FAILED_AT,

@@ -18,15 +18,10 @@ from upgrader.core.actions import (
     Transition,
 )
 from upgrader.core.detect import detect, upgrade_reason
+from upgrader.core.fleet import fleet
 from upgrader.core.policy import Policy
-from upgrader.core.rollout import (
-    acknowledged_failures,
-    conclude,
-    fleet,
-    plan_steps,
-    project,
-    start_nodes,
-)
+from upgrader.core.rollout import conclude, plan_steps, project
+from upgrader.core.starts import acknowledged_failures, start_nodes
 from upgrader.core.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,

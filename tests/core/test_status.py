@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
+from upgrader.core.fleet import fleet
 from upgrader.core.policy import Policy
-from upgrader.core.rollout import acknowledged_failures, fleet
 from upgrader.core.schedule import plan_starts
+from upgrader.core.starts import acknowledged_failures
 from upgrader.core.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,

@@ -17,10 +17,11 @@ did not start itself.
 from __future__ import annotations
 
 from upgrader.core.actions import Action, Annotate, Event, Transition
+from upgrader.core.fleet import fleet
 from upgrader.core.machine import fire
 from upgrader.core.node_context import context
 from upgrader.core.policy import Policy
-from upgrader.core.rollout import CLEAR_BLOCK, clear_if_blocked, fleet, restart_clock
+from upgrader.core.rollout import CLEAR_BLOCK, clear_if_blocked, restart_clock
 from upgrader.core.runbooks import runbook_for
 from upgrader.core.states import (
     FAILED_AT,

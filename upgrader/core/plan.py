@@ -14,6 +14,7 @@ from typing import Any
 from upgrader.core.detect import upgrade_reason
 from upgrader.core.driver_selectors import DriverResource, gpu_nodes, selector_findings
 from upgrader.core.findings import BLOCKING, WARNING, Finding
+from upgrader.core.fleet import CONFLICTING_DAEMONSETS, fleet
 from upgrader.core.gpupods import gpu_pods as holding_gpus
 from upgrader.core.images import node_image_tag
 from upgrader.core.node_context import context, restart_only_digest
@@ -29,7 +30,6 @@ from upgrader.core.plan_findings import (
 )
 from upgrader.core.policy import Policy
 from upgrader.core.profiles import Profile
-from upgrader.core.rollout import CONFLICTING_DAEMONSETS, fleet
 from upgrader.core.schedule import canary_domain, domain_of, domain_order, is_unavailable, plan_starts
 from upgrader.core.selectors import parse_label_selector
 from upgrader.core.states import IN_PROGRESS, WAS_UNSCHEDULABLE, State

@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from upgrader.core import rollout
+from upgrader.core import starts as starting
 from upgrader.core.actions import Action, Annotate, Event, Outcome, Transition, WriteStatus
 from upgrader.core.detect import detect
 from upgrader.core.events import transition_events
+from upgrader.core.fleet import fleet as managed_fleet
 from upgrader.core.policy import Policy
 from upgrader.core.states import STATE_SINCE
 from upgrader.core.status import meaningful, phase_events, rollout_status
@@ -87,11 +89,11 @@ def reconcile(snapshot: Snapshot, policy: Policy, now: float, apply: Apply) -> P
         entry = rollout.waiting_entry(ctx, plan, decided)
         if entry is not None:
             waiting.append(entry)
-    fleet = rollout.fleet(work.snapshot)
+    fleet = managed_fleet(work.snapshot)
     managed = [n.name for n in fleet.managed]
-    acknowledged = rollout.acknowledged_failures(work.snapshot)
+    acknowledged = starting.acknowledged_failures(work.snapshot)
     before = rollout_status(work.snapshot, policy, managed, fleet.skipped, fleet.invalid, None, acknowledged, now)
-    schedule, starts = rollout.start_nodes(
+    schedule, starts = starting.start_nodes(
         work.snapshot, policy, now, before["phase"] not in ("Halted", "Paused"), acknowledged
     )
     started = [o.action.node for o in work.act(starts) if o.ok and isinstance(o.action, Transition)]

@@ -1,17 +1,18 @@
-"""One reconcile pass, decided: detection, per-node steps, their conclusions, and new starts.
+"""One reconcile pass, decided: per-node steps and their conclusions (detection is in detect.py,
+new starts in starts.py, the managed fleet in fleet.py).
 
 The controller calls these in order, applying actions between them:
     steps = plan_steps(snapshot, policy)          -> attempt the steps' actions
     actions = conclude(snapshot, steps, outcomes) -> transitions, block reasons, failures, events
     snapshot = project(snapshot, applied)         -> the cluster as it now is
-    starts = start_nodes(snapshot, policy, now)   -> picked nodes leave upgrade-required
+    starts = start_nodes(snapshot, policy, now)   -> picked nodes leave upgrade-required (starts.py)
 Every function here is pure and takes `now`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from upgrader.core.actions import (
     Action,
@@ -24,35 +25,27 @@ from upgrader.core.actions import (
     SetUnschedulable,
     Transition,
 )
+from upgrader.core.fleet import fleet
 from upgrader.core.machine import fire
-from upgrader.core.node_context import NodeContext, context, restart_only_digest
-from upgrader.core.policy import OnBlockedTimeout, OnNodeFailure, Policy
+from upgrader.core.node_context import NodeContext, context
+from upgrader.core.policy import OnBlockedTimeout, Policy
 from upgrader.core.runbooks import runbook_for
-from upgrader.core.schedule import Schedule, canary_domain, domain_of, plan_starts
 from upgrader.core.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
     BLOCKED_SINCE,
-    DRIVER_DELETED_AT,
     FAILED_AT,
     FAILED_DRIVER_POD,
     FAILED_KIND,
     FAILED_REASON,
     FAILED_STATE,
     FINISHED_OPERATOR_KEYS,
-    GPU_BEFORE,
     IN_PROGRESS,
-    OPERATOR_INITIAL_UNSCHEDULABLE,
     OPERATOR_TIMERS,
     PER_UPGRADE,
     REQUESTED_ANNOTATION,
-    RESTART_ONLY,
     SINCE_STATE,
-    SKIP_LABEL,
-    STARTED_AT,
     STATE_SINCE,
-    TARGET_REVISION,
-    WAS_UNSCHEDULABLE,
     State,
 )
 from upgrader.core.steps import STEPS, Blocked, StepPlan, clock_set_by_hand, entry_annotations, keep_cordoned
@@ -60,52 +53,6 @@ from upgrader.core.timefmt import parse_or_none, rfc3339
 from upgrader.core.views import NodeView, Snapshot
 
 CLEAR_BLOCK: dict[str, str | None] = {BLOCKED_KIND: None, BLOCKED_REASON: None, BLOCKED_SINCE: None}
-
-
-@dataclass(frozen=True)
-class Fleet:
-    """Which nodes upgrader manages, and which it leaves alone and why."""
-
-    managed: list[NodeView]
-    skipped: list[str]
-    invalid: list[tuple[str, str]]
-
-
-def fleet(snapshot: Snapshot) -> Fleet:
-    known = snapshot.memo.get("fleet")
-    if known is None:
-        known = snapshot.memo["fleet"] = _fleet(snapshot)
-    return Fleet(list(known.managed), list(known.skipped), list(known.invalid))  # copies: callers may edit
-
-
-def _fleet(snapshot: Snapshot) -> Fleet:
-    managed, skipped, invalid = [], [], []
-    for node in sorted(snapshot.nodes.values(), key=lambda n: n.name):
-        selecting = [d.name for d in snapshot.driver_sets if d.selects(node)]
-        # A node upgrader is working on stays its own, driver or not (its DaemonSet may have vanished).
-        ours = node.state in IN_PROGRESS or node.state is State.FAILED
-        if not (snapshot.driver_pods.get(node.name) or selecting or ours):
-            continue
-        if node.labels.get(SKIP_LABEL) == "true" and node.state not in IN_PROGRESS:
-            skipped.append(node.name)  # a node already in progress finishes first: never leave it cordoned
-        elif node.invalid:
-            invalid.append((node.name, node.invalid))
-        elif len(selecting) > 1:
-            invalid.append((node.name, conflicting_daemonsets(selecting)))
-        else:
-            managed.append(node)
-    return Fleet(managed, skipped, invalid)
-
-
-CONFLICTING_DAEMONSETS = "selected by"
-
-
-def conflicting_daemonsets(names: list[str]) -> str:
-    """Two driver DaemonSets select the node: each one's pod would replace the other's, forever."""
-    return (
-        f"{CONFLICTING_DAEMONSETS} {len(names)} driver DaemonSets ({', '.join(sorted(names))}): their driver pods "
-        "would replace each other; make their node selectors exclusive"
-    )
 
 
 def plan_steps(snapshot: Snapshot, policy: Policy) -> list[tuple[NodeContext, StepPlan]]:
@@ -391,64 +338,6 @@ def fail(node: NodeView, kind: str, reason: str, now: float, ready_driver: str |
     ]
 
 
-def start_nodes(
-    snapshot: Snapshot, policy: Policy, now: float, may_start: bool, acknowledged: set[str]
-) -> tuple[Schedule, list[Action]]:
-    """Pick nodes to leave upgrade-required, recording what they were like before we touched them."""
-    split = fleet(snapshot)
-    nodes = split.managed
-    bystanders = [snapshot.nodes[name] for name in [*split.skipped, *(name for name, _ in split.invalid)]]
-    last = snapshot.control.previous.get("current_domain")
-    schedule = plan_starts(
-        nodes,
-        policy,
-        now,
-        may_start and policy.auto_upgrade,
-        settled_failures(nodes, policy, acknowledged),
-        last_domain=last if isinstance(last, str) else None,
-        bystanders=bystanders,
-    )
-    actions: list[Action] = []
-    stamp = rfc3339(now)
-    for name in schedule.starts:
-        node = snapshot.nodes[name]
-        ctx = context(snapshot, name, policy)
-        before = node.annotations.get(GPU_BEFORE) or node.gpu_allocatable
-        # Cordoned now: by someone else, unless a record from an earlier try of ours says it is ours.
-        # Schedulable now: any cordon from here on is ours, whatever an old record says.
-        recorded = node.annotations.get(WAS_UNSCHEDULABLE)
-        foreign = (recorded if recorded in ("true", "false") else "true") if node.unschedulable else "false"
-        digest = restart_only_digest(ctx)
-        annotations: dict[str, str | None] = {
-            STATE_SINCE: stamp,
-            STARTED_AT: stamp,
-            WAS_UNSCHEDULABLE: foreign,
-            # The Operator's record too, so the node stays cordoned should the Operator take it back.
-            OPERATOR_INITIAL_UNSCHEDULABLE: "true" if foreign == "true" else None,
-            GPU_BEFORE: before,
-            TARGET_REVISION: ctx.target_hash,
-            RESTART_ONLY: digest,
-            FAILED_KIND: None,
-            FAILED_STATE: None,
-            FAILED_REASON: None,
-            FAILED_AT: None,
-            FAILED_DRIVER_POD: None,
-            DRIVER_DELETED_AT: None,
-            **CLEAR_BLOCK,
-        }
-        how = f"restart-only upgrade (DRIVER_CONFIG_DIGEST {digest} unchanged)" if digest else "upgrade"
-        message = f"starting {how} in domain {schedule.current_domain}"
-        actions.append(fire(name, State.UPGRADE_REQUIRED, "start", annotations=annotations, message=message))
-    return schedule, actions
-
-
-def settled_failures(nodes: list[NodeView], policy: Policy, acknowledged: set[str]) -> set[str]:
-    """Failed nodes the rollout may leave behind: acknowledged ones, and under onNodeFailure:
-    continue every one outside the canary domain."""
-    if policy.on_node_failure is not OnNodeFailure.CONTINUE:
-        return set(acknowledged)
-    canary = canary_domain(nodes, policy)
-    return set(acknowledged) | {n.name for n in nodes if n.state is State.FAILED and domain_of(n, policy) != canary}
 
 
 def project(snapshot: Snapshot, applied: Iterable[Action]) -> Snapshot:
@@ -460,15 +349,3 @@ def project(snapshot: Snapshot, applied: Iterable[Action]) -> Snapshot:
         elif isinstance(action, Annotate) and action.node in nodes:
             nodes[action.node] = nodes[action.node].with_changes(None, action.annotations)
     return replace(snapshot, nodes=nodes)
-
-
-def acknowledged_failures(snapshot: Snapshot) -> set[str]:
-    """Failed nodes an operator acknowledged with `upgrader resume` after they failed."""
-    resumed = snapshot.control.resumed_at
-    if resumed is None:
-        return set()
-    return {
-        n.name
-        for n in snapshot.nodes.values()
-        if n.state is State.FAILED and (parse_or_none(n.annotations.get(FAILED_AT)) or 0.0) <= resumed
-    }

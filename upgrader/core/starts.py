@@ -1,0 +1,103 @@
+"""Starts: which nodes leave upgrade-required this pass, and what is recorded of them first."""
+
+from __future__ import annotations
+
+from upgrader.core.actions import (
+    Action,
+)
+from upgrader.core.fleet import fleet
+from upgrader.core.machine import fire
+from upgrader.core.node_context import context, restart_only_digest
+from upgrader.core.policy import OnNodeFailure, Policy
+from upgrader.core.rollout import CLEAR_BLOCK
+from upgrader.core.schedule import Schedule, canary_domain, domain_of, plan_starts
+from upgrader.core.states import (
+    DRIVER_DELETED_AT,
+    FAILED_AT,
+    FAILED_DRIVER_POD,
+    FAILED_KIND,
+    FAILED_REASON,
+    FAILED_STATE,
+    GPU_BEFORE,
+    OPERATOR_INITIAL_UNSCHEDULABLE,
+    RESTART_ONLY,
+    STARTED_AT,
+    STATE_SINCE,
+    TARGET_REVISION,
+    WAS_UNSCHEDULABLE,
+    State,
+)
+from upgrader.core.timefmt import parse_or_none, rfc3339
+from upgrader.core.views import NodeView, Snapshot
+
+
+def start_nodes(
+    snapshot: Snapshot, policy: Policy, now: float, may_start: bool, acknowledged: set[str]
+) -> tuple[Schedule, list[Action]]:
+    """Pick nodes to leave upgrade-required, recording what they were like before we touched them."""
+    split = fleet(snapshot)
+    nodes = split.managed
+    bystanders = [snapshot.nodes[name] for name in [*split.skipped, *(name for name, _ in split.invalid)]]
+    last = snapshot.control.previous.get("current_domain")
+    schedule = plan_starts(
+        nodes,
+        policy,
+        now,
+        may_start and policy.auto_upgrade,
+        settled_failures(nodes, policy, acknowledged),
+        last_domain=last if isinstance(last, str) else None,
+        bystanders=bystanders,
+    )
+    actions: list[Action] = []
+    stamp = rfc3339(now)
+    for name in schedule.starts:
+        node = snapshot.nodes[name]
+        ctx = context(snapshot, name, policy)
+        before = node.annotations.get(GPU_BEFORE) or node.gpu_allocatable
+        # Cordoned now: by someone else, unless a record from an earlier try of ours says it is ours.
+        # Schedulable now: any cordon from here on is ours, whatever an old record says.
+        recorded = node.annotations.get(WAS_UNSCHEDULABLE)
+        foreign = (recorded if recorded in ("true", "false") else "true") if node.unschedulable else "false"
+        digest = restart_only_digest(ctx)
+        annotations: dict[str, str | None] = {
+            STATE_SINCE: stamp,
+            STARTED_AT: stamp,
+            WAS_UNSCHEDULABLE: foreign,
+            # The Operator's record too, so the node stays cordoned should the Operator take it back.
+            OPERATOR_INITIAL_UNSCHEDULABLE: "true" if foreign == "true" else None,
+            GPU_BEFORE: before,
+            TARGET_REVISION: ctx.target_hash,
+            RESTART_ONLY: digest,
+            FAILED_KIND: None,
+            FAILED_STATE: None,
+            FAILED_REASON: None,
+            FAILED_AT: None,
+            FAILED_DRIVER_POD: None,
+            DRIVER_DELETED_AT: None,
+            **CLEAR_BLOCK,
+        }
+        how = f"restart-only upgrade (DRIVER_CONFIG_DIGEST {digest} unchanged)" if digest else "upgrade"
+        message = f"starting {how} in domain {schedule.current_domain}"
+        actions.append(fire(name, State.UPGRADE_REQUIRED, "start", annotations=annotations, message=message))
+    return schedule, actions
+
+
+def settled_failures(nodes: list[NodeView], policy: Policy, acknowledged: set[str]) -> set[str]:
+    """Failed nodes the rollout may leave behind: acknowledged ones, and under onNodeFailure:
+    continue every one outside the canary domain."""
+    if policy.on_node_failure is not OnNodeFailure.CONTINUE:
+        return set(acknowledged)
+    canary = canary_domain(nodes, policy)
+    return set(acknowledged) | {n.name for n in nodes if n.state is State.FAILED and domain_of(n, policy) != canary}
+
+
+def acknowledged_failures(snapshot: Snapshot) -> set[str]:
+    """Failed nodes an operator acknowledged with `upgrader resume` after they failed."""
+    resumed = snapshot.control.resumed_at
+    if resumed is None:
+        return set()
+    return {
+        n.name
+        for n in snapshot.nodes.values()
+        if n.state is State.FAILED and (parse_or_none(n.annotations.get(FAILED_AT)) or 0.0) <= resumed
+    }
