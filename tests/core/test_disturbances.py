@@ -87,8 +87,8 @@ def test_pods_that_keep_coming_back_are_named_and_time_out() -> None:
     snap = snapshot([view], [driver_pod(), pinned])
     plan, actions = run_step(snap, pol=pol, now=T0 + 45)
     assert actions == []
-    assert plan.waiting == (
-        "evicting 1 pod: default/pinned-7; default/pinned-7 came back to the node after it was cordoned "
+    assert actions == [] and plan.waiting == (
+        "pods of Job default/pinned-7-owner came back to the node after it was cordoned "
         "(created after it entered drain-required): something places them on it directly (nodeName, a "
         "pinned Job, a toleration), so evicting them again does not end"
     )

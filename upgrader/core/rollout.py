@@ -96,7 +96,8 @@ def conclude(
     blocked = plan.blocked or refused
     evicted = [o.action for o in outcomes if isinstance(o.action, Evict) and o.result is Result.OK]
     # Evicting is a wait like any other: its clock runs, however many passes it evicts again.
-    notes = [f"evicting {len(evicted)} pod{'s' if len(evicted) != 1 else ''}: {_keys(evicted)}"] if evicted else []
+    evicting = evicted and not plan.returning  # pods that keep coming back are named by their owner instead
+    notes = [f"evicting {len(evicted)} pod{'s' if len(evicted) != 1 else ''}: {_keys(evicted)}"] if evicting else []
     notes += [note for note in (plan.waiting, spent) if note]
     plan.waiting = "; ".join(notes) or None
     entered = parse_or_none(node.annotations.get(plan.clock)) or now

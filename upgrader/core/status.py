@@ -155,7 +155,9 @@ def rollout_status(
         else "autoUpgrade is false in the policy",
         "Halted": f"halted: {halt}",
         "Done": f"done: {by_state[State.DONE.value]} of {len(nodes)} nodes upgraded"
-        + (f", {len(failed)} failed" if failed else ""),
+        + (f", {len(failed)} failed" if failed else "")
+        # Never "done" in silence over nodes it could not manage (two driver DaemonSets, a bogus label).
+        + (f"; {len(invalid)} invalid, not upgraded: {', '.join(sorted(n for n, _ in invalid))}" if invalid else ""),
         "Running": schedule.waiting if schedule and schedule.waiting else "rolling",
     }[phase]
     return {

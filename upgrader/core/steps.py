@@ -55,6 +55,7 @@ class StepPlan:
     fallback: str | None = None  # trigger fired when the step cannot finish (past its timeout)
     hopeless: bool = False  # `blocked` can never clear by waiting: take the fallback at once
     clock_lost: str | None = None  # why the node's clock is not its state's (see `lost_clock`)
+    returning: bool = False  # evicted pods keep coming back: the evictions are not news each pass
 
 
 def _pdb_for(pod: PodView, pdbs: list[PdbView]) -> PdbView | None:
@@ -65,6 +66,14 @@ def _names(pods: list[PodView], limit: int = 5) -> str:
     keys = [p.key for p in sorted(pods, key=lambda p: p.key)]
     more = f" and {len(keys) - limit} more" if len(keys) > limit else ""
     return ", ".join(keys[:limit]) + more
+
+
+def _sources(pods: list[PodView]) -> str:
+    """Pods by what owns them (`pods of Job batch/eval`), each unowned pod by its own name."""
+    owned = sorted({f"{p.owner_kind} {p.namespace}/{p.owner_name}" for p in pods if p.owner_kind and p.owner_name})
+    loose = [p for p in pods if not (p.owner_kind and p.owner_name)]
+    parts = [f"pods of {', '.join(owned)}"] if owned else []
+    return ", ".join(parts + ([_names(loose)] if loose else []))
 
 
 def _plural(n: int, word: str) -> str:
@@ -153,8 +162,11 @@ def _evictions(
         waits.append(f"waiting for {_plural(len(terminating), 'pod')} to terminate: {_names(terminating)}")
     returned = came_back(ctx, pods)
     if returned:
+        # Named by what keeps putting them there: a pod's own name changes with every return, and a
+        # block whose reason changed would be written, and announced, again every pass.
+        plan.returning = True
         waits.append(
-            f"{_names(returned)} came back to the node after it was cordoned (created after it entered "
+            f"{_sources(returned)} came back to the node after it was cordoned (created after it entered "
             f"{ctx.node.state.value if ctx.node.state else 'this state'}): something places them on it "
             "directly (nodeName, a pinned Job, a toleration), so evicting them again does not end"
         )
