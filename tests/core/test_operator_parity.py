@@ -12,7 +12,17 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.actions import Action, Annotate, DeletePod, Event, Evict, Outcome, Result, Transition
+from upgrader.core.actions import (
+    Action,
+    Annotate,
+    DeletePod,
+    Event,
+    Evict,
+    Outcome,
+    Result,
+    SetUnschedulable,
+    Transition,
+)
 from upgrader.core.detect import detect
 from upgrader.core.reconcile import reconcile
 from upgrader.core.starts import start_nodes
@@ -559,3 +569,17 @@ def test_finished_deletion_and_drain_are_told_as_the_operator_tells_them(
         finished,
         f"Successfully updated node state label to pod-restart-required (from {state.value})",
     ]
+
+
+def test_a_failed_node_someone_uncordoned_is_cordoned_again_before_it_validates() -> None:
+    """Found by the property search: upgrade-failed set by hand on a done, schedulable node whose driver
+    is current went to validation-required schedulable. The cordon goes back first, recorded as ours."""
+    view = node(state=S.FAILED, unschedulable=False, annotations={FAILED_AT: at(-60), FAILED_REASON: "by hand"})
+    actions = detect(snapshot([view], [driver_pod(revision=NEW, uid="fixed")]), policy(maxParallelUpgrades=1), T0)
+    assert actions[:2] == [
+        Annotate("n1", {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None}),
+        SetUnschedulable("n1", True),
+    ]
+    (moved,) = [a for a in actions if isinstance(a, Transition)]
+    assert (moved.source, moved.target) == (S.FAILED, S.VALIDATION_REQUIRED)
+    assert moved.annotations[WAS_UNSCHEDULABLE] == "false"

@@ -287,7 +287,7 @@ def test_project_folds_in_node_writes() -> None:
             Transition("n1", S.CORDON_REQUIRED, S.WAIT_FOR_JOBS_REQUIRED, {STATE_SINCE: at(3), "drop": None}),
             Annotate("n2", {BLOCKED_KIND: "pdb"}),
             Annotate("ghost", {BLOCKED_KIND: "pdb"}),
-            SetUnschedulable("n1", True),  # not a label or annotation write: the next snapshot shows it
+            SetUnschedulable("n1", True),  # folded too: a later step of the pass must not cordon it again
         ],
     )
     n1, n2 = after.nodes["n1"], after.nodes["n2"]
@@ -296,7 +296,7 @@ def test_project_folds_in_node_writes() -> None:
         "wait-for-jobs-required",
         {"keep": "1", STATE_SINCE: at(3), SINCE_STATE: "wait-for-jobs-required"},  # the clock names its state
     )
-    assert n1.unschedulable is False
+    assert n1.unschedulable is True
     assert (n2.state, dict(n2.annotations)) == (S.DONE, {BLOCKED_KIND: "pdb"})
     assert "ghost" not in after.nodes
     assert snap.nodes["n1"].state is S.CORDON_REQUIRED  # the input is not changed

@@ -308,8 +308,9 @@ class Audit:
 
     def _cordon(self, world: World, node: WNode, action: SetUnschedulable) -> None:
         if action.unschedulable:
-            # Its own cordon, or again in a later step after someone lifted it (docs/policy.md).
-            again = node.state in CORDONED and not node.unschedulable
+            # Its own cordon, or again in a later step after someone lifted it, or before a failed
+            # node someone uncordoned recovers into validation (docs/policy.md).
+            again = node.state in CORDONED | {S.FAILED} and not node.unschedulable
             if node.state is not S.CORDON_REQUIRED and not again:
                 self._bad(world, f"{node.name} cordoned in {node.state}")
             return

@@ -743,6 +743,8 @@ class World:
         """`kubectl label --overwrite` of the state label to any value, a bogus one included: the
         nodes in progress are no longer what upgrader made them."""
         n = self.nodes[node]
+        if n.labels.get(STATE_LABEL) == value:
+            return  # the value it already has: kubectl changes nothing, and the state's clock runs on
         n.labels[STATE_LABEL] = value
         n.label_since, n.hand_edited = self.now, True
         n.adopted = n.adopted or n.state in IN_PROGRESS or n.state is State.FAILED

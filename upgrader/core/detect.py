@@ -16,7 +16,7 @@ did not start itself.
 
 from __future__ import annotations
 
-from upgrader.core.actions import Action, Annotate, Event, Transition
+from upgrader.core.actions import Action, Annotate, Event, SetUnschedulable, Transition
 from upgrader.core.fleet import fleet
 from upgrader.core.machine import fire
 from upgrader.core.node_context import context
@@ -102,7 +102,7 @@ def detect(snapshot: Snapshot, policy: Policy, now: float) -> list[Action]:
             # A skipped failed node is being repaired by hand: it is not validated and uncordoned.
             if node.name not in split.skipped and free:
                 recovered = recover(snapshot, node, policy, now)
-                slots -= len(recovered)
+                slots -= sum(1 for a in recovered if isinstance(a, Transition))
                 actions.extend(recovered)
             continue
         if node.state in IN_PROGRESS:
@@ -177,7 +177,13 @@ def recover(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> l
         + "; validating the node again"
         + ("" if record else f"; {cordon}")
     )
-    return [fire(node.name, State.FAILED, "driver_recovered", annotations=annotations, message=message)]
+    recovered = fire(node.name, State.FAILED, "driver_recovered", annotations=annotations, message=message)
+    if node.unschedulable:
+        return [recovered]
+    # Someone uncordoned the failed node: validation happens cordoned, like every state up to the
+    # uncordon, so the cordon goes back first, recorded as upgrader's (the record before the cordon).
+    marks = {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None}
+    return [Annotate(node.name, marks), SetUnschedulable(node.name, True), recovered]
 
 
 def unfinished_cycle(node: NodeView) -> str | None:

@@ -349,4 +349,7 @@ def project(snapshot: Snapshot, applied: Iterable[Action]) -> Snapshot:
             nodes[action.node] = nodes[action.node].with_changes(action.target, action.annotations)
         elif isinstance(action, Annotate) and action.node in nodes:
             nodes[action.node] = nodes[action.node].with_changes(None, action.annotations)
+        elif isinstance(action, SetUnschedulable) and action.node in nodes:
+            # A recovery's cordon: the steps that follow in the same pass must not cordon it again.
+            nodes[action.node] = replace(nodes[action.node], unschedulable=action.unschedulable)
     return replace(snapshot, nodes=nodes)
