@@ -574,7 +574,10 @@ def test_finished_deletion_and_drain_are_told_as_the_operator_tells_them(
 def test_a_failed_node_someone_uncordoned_is_cordoned_again_before_it_validates() -> None:
     """Found by the property search: upgrade-failed set by hand on a done, schedulable node whose driver
     is current went to validation-required schedulable. The cordon goes back first, recorded as ours."""
-    view = node(state=S.FAILED, unschedulable=False, annotations={FAILED_AT: at(-60), FAILED_REASON: "by hand"})
+    # Found again: an admin's record from before the start ("true") must not survive on our new cordon.
+    marks = {FAILED_AT: at(-60), FAILED_REASON: "by hand", WAS_UNSCHEDULABLE: "true"}
+    marks[OPERATOR_INITIAL_UNSCHEDULABLE] = "true"
+    view = node(state=S.FAILED, unschedulable=False, annotations=marks)
     actions = detect(snapshot([view], [driver_pod(revision=NEW, uid="fixed")]), policy(maxParallelUpgrades=1), T0)
     assert actions[:2] == [
         Annotate("n1", {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None}),
@@ -582,4 +585,4 @@ def test_a_failed_node_someone_uncordoned_is_cordoned_again_before_it_validates(
     ]
     (moved,) = [a for a in actions if isinstance(a, Transition)]
     assert (moved.source, moved.target) == (S.FAILED, S.VALIDATION_REQUIRED)
-    assert moved.annotations[WAS_UNSCHEDULABLE] == "false"
+    assert moved.annotations[WAS_UNSCHEDULABLE] == "false" and moved.annotations[OPERATOR_INITIAL_UNSCHEDULABLE] is None

@@ -157,7 +157,8 @@ def recover(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> l
         return []
     # A node the GPU Operator (or a person) left failed is upgrader's from here: not adopted on the
     # next pass, its cordon lifted at the end only where a record says whose it is.
-    record, cordon = cordon_record(node)
+    # Uncordoned by someone: the cordon it gets back below is upgrader's, whatever an old record says.
+    record, cordon = cordon_record(node) if node.unschedulable else ("false", "")
     annotations: dict[str, str | None] = {
         STARTED_AT: node.annotations.get(STARTED_AT) or rfc3339(now),
         WAS_UNSCHEDULABLE: record,
@@ -177,6 +178,8 @@ def recover(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> l
         + "; validating the node again"
         + ("" if record else f"; {cordon}")
     )
+    if not node.unschedulable:
+        annotations[OPERATOR_INITIAL_UNSCHEDULABLE] = None
     recovered = fire(node.name, State.FAILED, "driver_recovered", annotations=annotations, message=message)
     if node.unschedulable:
         return [recovered]
