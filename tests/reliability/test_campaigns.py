@@ -1,10 +1,31 @@
-"""Crash, two-replica and API-fault campaigns: short in CI, full with UPGRADER_CAMPAIGN=full (see campaigns.py)."""
+"""Crash, two-replica, API-fault and disturbance campaigns: short in CI, full with UPGRADER_CAMPAIGN=full
+(see campaigns.py)."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+from typing import Any
 
-from .campaigns import FULL, Figures, fault_campaign, kill_campaign, replica_campaign
+from upgrader.core.policy import policy_from_mapping
+from upgrader.core.states import STATE_LABEL, State
+from upgrader.sim.cluster import EmulatedCluster
+from upgrader.sim.invariants import ZONE_LABEL, DisturbedAudit, RolloutRecorder
+from upgrader.sim.scenarios import build
+
+from .campaigns import (
+    DISTURBANCES,
+    FULL,
+    LAG,
+    ORDER,
+    STATUS,
+    Figures,
+    disturbance_campaign,
+    fault_campaign,
+    kill_campaign,
+    ordered_policy,
+    replica_campaign,
+)
 
 PATHS = ("adoptions", "drain fallbacks", "failed nodes recovered", "restart-only restarts")
 
@@ -39,3 +60,90 @@ def test_api_fault_campaign(tmp_path: Path) -> None:
     assert kinds <= set(figures.counts), "every fault kind was injected"
     assert figures.violations == []
     took_the_operators_paths(figures)
+
+
+def test_disturbance_campaign(tmp_path: Path) -> None:
+    figures = disturbance_campaign(tmp_path, rollouts=6 if FULL else 1, seed=11, disturb_seconds=30 if FULL else 16)
+    print(figures.line())
+    assert figures.violations == []
+    # Every kind in every rollout (the API server replaced at least once in each), latency for real.
+    assert figures.counts["kinds never applied"] == 0 and all(figures.counts[k] >= 1 for k in DISTURBANCES)
+    assert figures.counts["requests delayed"] > 0, figures.line()
+
+
+# ----- the disturbed-rollout audit itself: it catches what it must, and excuses only races -----------
+
+class Fleet:
+    """Nine nodes, three per zone, all upgrade-required; writes as upgrader or as a person."""
+
+    def __init__(self) -> None:
+        self.cluster = EmulatedCluster.virtual()
+        self.info = build(self.cluster, "healthy", 9)
+        for name in self.info.nodes:
+            self.label(name, State.UPGRADE_REQUIRED.value)
+        self.recorder = RolloutRecorder(self.cluster, status=STATUS)
+        self.policy = policy_from_mapping({**ordered_policy(ORDER), "maxUnavailable": "50%"})  # maxParallel 2
+        self.recorder.policy_in_effect(self.policy)
+
+    def write(self, name: str, body: dict[str, Any], who: str | None = None) -> None:
+        with self.recorder.by_hand(who) if who else contextlib.nullcontext():
+            self.cluster.store.patch(self.cluster.type("nodes"), None, name, "application/merge-patch+json", body)
+
+    def label(self, name: str, state: str, who: str | None = None) -> None:
+        self.write(name, {"metadata": {"labels": {STATE_LABEL: state}}}, who)
+
+    def cordon(self, name: str, on: bool, who: str | None = None) -> None:
+        self.write(name, {"spec": {"unschedulable": True if on else None}}, who)
+
+    def start(self, name: str) -> None:
+        self.recorder.pass_begins()
+        self.label(name, State.CORDON_REQUIRED.value)
+        self.cordon(name, True)
+
+    def audit(self) -> DisturbedAudit:
+        return self.recorder.check_disturbed(self.policy, set(self.info.nodes), lag=LAG)
+
+
+def test_the_audit_judges_a_start_by_zones_now_and_excuses_one_decided_before_a_relabel() -> None:
+    f = Fleet()
+    f.start("gpu-a-01")
+    f.recorder.pass_begins()  # this pass reads a-01 in us-east-1a ...
+    f.write("gpu-a-01", {"metadata": {"labels": {ZONE_LABEL: "us-east-1c"}}}, "admin")  # ... then this lands
+    f.label("gpu-a-02", State.CORDON_REQUIRED.value)
+    assert f.audit().violations == [] and len(f.audit().excused) == 1
+    f.cluster.advance(LAG + 1)
+    f.label("gpu-a-02", State.DONE.value)
+    f.start("gpu-a-03")  # decided on a copy that had the relabel
+    (line,) = f.audit().violations
+    assert "gpu-a-03 (domain us-east-1a) started while ['gpu-a-01 (us-east-1c)'] of other domains ran" in line
+
+
+def test_the_audit_keeps_an_unreadable_label_in_the_budget() -> None:
+    f = Fleet()
+    f.start("gpu-a-01")
+    f.start("gpu-a-02")
+    f.label("gpu-a-01", "bogus", "admin")  # still cordoned: still unavailable
+    for name in ("gpu-b-01", "gpu-b-02", "gpu-c-01"):
+        f.cordon(name, True, "admin")
+    f.cluster.advance(LAG + 1)
+    f.start("gpu-a-03")
+    (line,) = f.audit().violations
+    down = ["gpu-a-01", "gpu-a-02", "gpu-a-03", "gpu-b-01", "gpu-b-02", "gpu-c-01"]
+    assert f"{down} unavailable > maxUnavailable 5" in line  # 50% of 9, rounded up
+
+
+def test_the_audit_follows_whose_cordon_it_is_back_through_a_restore() -> None:
+    f = Fleet()
+    f.cordon("gpu-a-01", True, "admin")
+    with f.cluster.store.lock:
+        backup, token = f.cluster.backup(), f.recorder.backup_taken()
+    f.cordon("gpu-a-01", False, "admin")
+    with f.recorder.restoring(token):  # the admin's cordon comes back with the older state
+        f.cluster.restore_from(backup)
+    f.start("gpu-a-01")  # free: already cordoned
+    for state in (State.WAIT_FOR_JOBS_REQUIRED, State.POD_RESTART_REQUIRED, State.UNCORDON_REQUIRED):
+        f.label("gpu-a-01", state.value)
+    f.cordon("gpu-a-01", False)
+    assert f.recorder.foreign_cordons(set(f.info.nodes)) == set()
+    (line,) = f.audit().violations
+    assert line.endswith("gpu-a-01 was cordoned by someone else and got uncordoned")
