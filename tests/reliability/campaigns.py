@@ -462,6 +462,7 @@ class Disturber:
         self.nodes = w.cluster.type("nodes")
         self.backups: list[tuple[float, Backup, int]] = []
         self.later: list[tuple[float, str, str]] = []  # (when, what, node): an admin's ticket closing
+        self.closed: set[str] = set()  # nodes whose tickets were closed
         self.latency: Latency | None = None
         self.latency_until = 0.0
         self.bogus_prior: dict[str, str | None] = {}
@@ -557,6 +558,11 @@ class Disturber:
                 else:
                     self.w.cluster.restore_from(backup, future_watches=how)
             self.figures.counts[f"restores ({how})"] += 1
+            # An admin whose ticket was closed uncordons again what the older state cordons again.
+            reopened = (self.closed - {n for *_, n in self.later}) & self.w.recorder.foreign_cordons(set(nodes))
+            for name in sorted(reopened):
+                self.patch("admin", name, {"spec": {"unschedulable": None}})
+                self.figures.counts["admin: cordon a restore brought back lifted again"] += 1
         self.figures.counts[kind] += 1
         return True
 
@@ -569,6 +575,7 @@ class Disturber:
             self.w.cluster.faults, self.latency = None, None
         for item in [i for i in self.later if (closing and i[0] < math.inf) or ended or i[0] <= now]:
             self.later.remove(item)
+            self.closed.add(item[2])
             if self.cordoned(item[2]):
                 self.patch("admin", item[2], {"spec": {"unschedulable": None}})
         self.operate(now)
