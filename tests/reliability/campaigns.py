@@ -453,7 +453,7 @@ class Disturber:
     """People and failures around one rollout: the hand edits, restarts, latency and restores of
     issue 11, at seeded random moments, and an operator who follows the runbooks for the named states
     they leave (a cordon-record block, a `bogus` label listed as invalid, GPU pods a drain fallback
-    left behind, a failure that does not recover by itself)."""
+    left behind, a failure that does not recover by itself, cordons that hold the whole budget)."""
 
     def __init__(self, w: World, controller: InProcessController, rng: random.Random, figures: Figures,
                  order: list[str]) -> None:
@@ -595,6 +595,8 @@ class Disturber:
                 seen[("bogus", invalid["node"])] = (self.rng.uniform(0.5, 2.0), "")
         for failed in status.get("failed") or []:
             seen[("failed", failed["node"])] = (20.0, "")
+        if str(status.get("message", "")).startswith("maxUnavailable") and not status.get("in_progress"):
+            seen[("budget", "")] = (10.0, "")  # runbooks/rollout-halted.md 6: cordons hold the budget
         self.noticed = {k: v for k, v in self.noticed.items() if k in seen}
         for key, (delay, reason) in seen.items():
             if now < self.noticed.setdefault(key, now + delay):
@@ -613,6 +615,15 @@ class Disturber:
             # runbooks/upgrade-failed-recovery.md, validation-failure.md: it did not recover; retry it.
             self.patch("operator", name, {"metadata": {"annotations": {REQUESTED_ANNOTATION: "true"},
                                                        "labels": {STATE_LABEL: State.UPGRADE_REQUIRED.value}}})
+        elif what == "budget":  # nothing moves: the admins close their tickets, cordons nobody needs go
+            if any(when == math.inf for when, *_ in self.later):
+                self.later = [(min(when, 0.0), why, node) for when, why, node in self.later]
+            else:
+                held = {node for *_, node in self.later}
+                idle = {State.UPGRADE_REQUIRED.value, State.DONE.value}
+                for node in self.w.info.nodes:
+                    if node not in held and self.cordoned(node) and self.label(node) in idle:
+                        self.patch("operator", node, {"spec": {"unschedulable": None}})
         elif what == "gpu-pods":  # runbooks/gpu-pods-still-running.md: their owners delete them
             pods = self.w.cluster.type("pods")
             for key in re.findall(r"([a-z0-9-]+/[a-z0-9.-]+[a-z0-9])", reason.split(";")[0]):
