@@ -1,9 +1,11 @@
 """Prometheus metrics on an explicit registry, and the small HTTP server for /metrics, /healthz, /readyz.
 
+Per-process series (passes, API requests, transitions written, leadership) are on every replica;
+the rollout's gauges only on the leader (`rollout_metrics`). Every counter and histogram series
+whose labels are known up front exists at 0 from start-up, so `increase()` sees the first event.
 Label cardinality stays low: states, domains, reason kinds, verbs and outcomes are small fixed
 sets. Node names appear only in `upgrader_node_blocked_info`, one series per node that is blocked
-or failed right now (so at most the handful of stuck nodes), which alerts and the dashboard use to
-name the node.
+or failed right now.
 """
 
 from __future__ import annotations
@@ -12,68 +14,43 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from upgrader.core.states import IN_PROGRESS, STATE_COUNT_KEYS, State
-from upgrader.core.status import PHASES
-from upgrader.core.timefmt import parse_or_none
+from upgrader.core.detect import FIRST_LABELS
+from upgrader.core.machine import edges
+from upgrader.core.states import UNLABELLED, State
+from upgrader.rollout_metrics import RolloutCollector
 
-BLOCK_REASONS = ("pdb", "wait_for_jobs", "pod_deletion", "drain", "gpu_pods", "cordon_record", "driver_daemonset")
-FAILURE_REASONS = (
-    "image",
-    "driver_restart",
-    "validation",
-    "pdb",
-    "wait_for_jobs",
-    "pod_deletion",
-    "drain",
-    "gpu_pods",
-    "failed",
-)
 STATE_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400)
+PASS_RESULTS = ("ok", "error", "not_leader", "stale_lease")
+VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
+# Outcomes seen up front: the answers upgrader handles by name. Any other status code gets its
+# series at its first occurrence.
+OUTCOMES = ("ok", "unreachable", "400", "403", "404", "409", "410", "422", "429", "500", "503", "504")
 
 
-def reason_label(kind: str) -> str:
-    return kind.replace("-", "_")
+def transition_pairs() -> list[tuple[str, str]]:
+    """Every label write a pass can make: the machine's edges, and the first labelling of a node."""
+    return [(UNLABELLED, s.value) for s in FIRST_LABELS] + [(a.value, b.value) for a, b in edges()]
 
 
 class Metrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, leading: Callable[[], bool] = lambda: True) -> None:
+        """`leading`: does this replica hold the Lease right now (asked at every scrape)."""
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.nodes = Gauge("upgrader_nodes", "Managed GPU nodes per upgrade state.", ["state"], registry=r)
-        self.domain_nodes = Gauge(
-            "upgrader_domain_nodes",
-            "Managed GPU nodes per failure domain and upgrade state.",
-            ["domain", "state"],
-            registry=r,
-        )
-        self.phase = Gauge(
-            "upgrader_rollout_phase", "1 for the rollout's current phase, 0 for the others.", ["phase"], registry=r
-        )
-        self.halted = Gauge("upgrader_rollout_halted", "1 while the rollout is halted: no new node starts.", registry=r)
-        self.blocked = Gauge("upgrader_blocked_nodes", "Nodes blocked right now, by reason.", ["reason"], registry=r)
-        self.failed = Gauge("upgrader_failed_nodes", "Nodes in upgrade-failed, by reason.", ["reason"], registry=r)
-        self.blocked_info = Gauge(
-            "upgrader_node_blocked_info",
-            "1 per node that is blocked or failed now (node, state, reason kind).",
-            ["node", "state", "reason"],
-            registry=r,
-        )
-        self.oldest = Gauge(
-            "upgrader_state_oldest_seconds",
-            "Seconds the longest-waiting node has been in each in-progress state.",
-            ["state"],
-            registry=r,
-        )
+        self.rollout = RolloutCollector(leading)
+        r.register(self.rollout)
         self.transitions = Counter(
-            "upgrader_state_transitions", "State transitions written.", ["from_state", "to_state"], registry=r
+            "upgrader_state_transitions",
+            "State label writes by this replica, first labellings (from_state=unlabelled) included.",
+            ["from_state", "to_state"],
+            registry=r,
         )
         self.state_duration = Histogram(
             "upgrader_state_duration_seconds",
-            "Time a node spent in a state.",
+            "Time a node spent in a state, observed when it left it.",
             ["state"],
             buckets=STATE_BUCKETS,
             registry=r,
@@ -89,61 +66,24 @@ class Metrics:
             "upgrader_api_requests", "Kubernetes API requests by verb and outcome.", ["verb", "outcome"], registry=r
         )
         self.leader = Gauge("upgrader_leader", "1 while this replica holds the leader lease.", registry=r)
+        self.leader.set_function(lambda: 1.0 if leading() else 0.0)
         self.last_pass = Gauge(
             "upgrader_last_pass_timestamp_seconds", "When the last reconcile pass ended.", registry=r
         )
-        for key in STATE_COUNT_KEYS:
-            self.nodes.labels(key).set(0)
-        for phase in PHASES:
-            self.phase.labels(phase).set(0)
-        for reason in BLOCK_REASONS:
-            self.blocked.labels(reason).set(0)
-        for reason in FAILURE_REASONS:
-            self.failed.labels(reason).set(0)
-        self.pass_errors.inc(0)
-        self.halted.set(0)
-        self._known_domains: set[str] = set()
+        self._zeros()
+
+    def _zeros(self) -> None:
+        for source, target in transition_pairs():
+            self.transitions.labels(source, target)
+        for state in State:
+            self.state_duration.labels(state.value)
+        for result in PASS_RESULTS:
+            self.passes.labels(result)
+        for verb in VERBS:
+            for outcome in OUTCOMES:
+                self.requests.labels(verb, outcome)
 
     # ----- from a pass ------------------------------------------------------------------------------
-
-    def observe_status(self, status: dict[str, Any], now: float) -> None:
-        for state, count in status.get("nodes_by_state", {}).items():
-            self.nodes.labels(state).set(count)
-        for phase in PHASES:
-            self.phase.labels(phase).set(1 if status.get("phase") == phase else 0)
-        self.halted.set(1 if status.get("phase") == "Halted" else 0)
-        blocked = status.get("blocked") or []
-        failed = status.get("failed") or []
-        for reason in BLOCK_REASONS:
-            self.blocked.labels(reason).set(sum(1 for b in blocked if reason_label(b["kind"]) == reason))
-        for reason in FAILURE_REASONS:
-            self.failed.labels(reason).set(sum(1 for f in failed if reason_label(f["kind"]) == reason))
-        self.blocked_info.clear()
-        for b in blocked:
-            self.blocked_info.labels(b["node"], b["state"], reason_label(b["kind"])).set(1)
-        for f in failed:
-            self.blocked_info.labels(f["node"], State.FAILED.value, reason_label(f["kind"])).set(1)
-        self._domains(status)
-        self._oldest(status, now)
-
-    def _domains(self, status: dict[str, Any]) -> None:
-        per_domain = {d["name"]: d.get("by_state") or {} for d in status.get("domains") or []}
-        for domain in self._known_domains - set(per_domain):
-            for key in STATE_COUNT_KEYS:
-                self.domain_nodes.remove(domain, key)
-        for domain, counts in per_domain.items():
-            for key in STATE_COUNT_KEYS:
-                self.domain_nodes.labels(domain, key).set(counts.get(key, 0))
-        self._known_domains = set(per_domain)
-
-    def _oldest(self, status: dict[str, Any], now: float) -> None:
-        ages: dict[str, float] = {}
-        for entry in status.get("in_progress") or []:
-            since = parse_or_none(entry.get("since"))
-            if since is not None:
-                ages[entry["state"]] = max(ages.get(entry["state"], 0.0), now - since)
-        for state in IN_PROGRESS:
-            self.oldest.labels(state.value).set(round(ages.get(state.value, 0.0), 3))
 
     def observe_transition(self, source: str, target: str, seconds_in_source: float | None) -> None:
         self.transitions.labels(source, target).inc()
@@ -151,11 +91,12 @@ class Metrics:
             self.state_duration.labels(source).observe(max(0.0, seconds_in_source))
 
     def observe_pass(self, result: str, seconds: float, leader: bool) -> None:
+        if not leader:
+            self.rollout.drop()  # lost or never held: its last view of the rollout is no longer true
         self.passes.labels(result).inc()
         if result == "error":
             self.pass_errors.inc()
         self.pass_duration.observe(seconds)
-        self.leader.set(1 if leader else 0)
         self.last_pass.set(time.time())
 
     def count_request(self, verb: str, outcome: str) -> None:

@@ -102,16 +102,22 @@ def attach_metrics(controller: Controller, metrics: Metrics) -> None:
     def observe(report: PassReport) -> None:
         for source, target, seconds in report.transitions:
             metrics.observe_transition(source, target, seconds)
-        if report.status:
-            metrics.observe_status(report.status, time.time())
+        if report.status and report.leader:
+            metrics.rollout.update(report.status)
         metrics.observe_pass(report.result, report.seconds, report.leader)
 
     controller.on_pass.append(observe)
     controller.api.on_request = metrics.count_request
 
 
+def leading(controller: Controller) -> Callable[[], bool]:
+    """Asked at every scrape: this replica's Lease has not expired (no other can have taken it)."""
+    elector = controller.elector
+    return (lambda: True) if elector is None else elector.held
+
+
 def serve_metrics(controller: Controller, port: int) -> MetricsServer:
-    metrics = Metrics()
+    metrics = Metrics(leading=leading(controller))
     attach_metrics(controller, metrics)
     health = Health(controller)
     return MetricsServer(metrics, port, health.healthy, health.ready, reason=health.unready_reason).start()

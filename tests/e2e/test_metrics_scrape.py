@@ -10,6 +10,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from upgrader.core.states import STATE_COUNT_KEYS
+from upgrader.metrics import transition_pairs
 from upgrader.runner import serve_metrics, start_watches
 
 from .conftest import Rollout
@@ -68,6 +69,9 @@ def test_nodes_per_state_add_up_at_every_scrape(rollout: Any) -> None:
     assert dict((lbl["state"], v) for lbl, v in last["upgrader_nodes"])["upgrade-done"] == 6
     transitions = {(lbl["from_state"], lbl["to_state"]) for lbl, v in last["upgrader_state_transitions_total"] if v}
     assert ("validation-required", "uncordon-required") in transitions
+    # Every transition written had its series, at 0, from the first scrape: increase() sees it.
+    first = {(lbl["from_state"], lbl["to_state"]) for lbl, _ in scrapes[0]["upgrader_state_transitions_total"]}
+    assert transitions <= first == set(transition_pairs())
     assert any(
         v > 0 for lbl, v in last["upgrader_state_duration_seconds_count"] if lbl["state"] == "pod-restart-required"
     )

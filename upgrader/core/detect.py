@@ -85,6 +85,10 @@ def driver_known(snapshot: Snapshot, node: NodeView) -> bool:
     return False
 
 
+# What a managed node with no state label gets labelled: behind, or current.
+FIRST_LABELS = (State.UPGRADE_REQUIRED, State.DONE)
+
+
 def detect(snapshot: Snapshot, policy: Policy, now: float) -> list[Action]:
     """Label new nodes, move idle nodes between upgrade-done and upgrade-required, recover failed
     nodes whose driver came back, and adopt nodes in progress that someone else started."""

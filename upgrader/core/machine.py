@@ -66,6 +66,17 @@ TRANSITIONS: list[dict[str, Any]] = [
 TRIGGERS = sorted({t["trigger"] for t in TRANSITIONS})
 
 
+def edges() -> list[tuple[State, State]]:
+    """Every (from, to) pair the table allows, in state order: the label writes a pass can make."""
+    pairs = {
+        (State(source), State(t["dest"]))
+        for t in TRANSITIONS
+        for source in (t["source"] if isinstance(t["source"], list) else [t["source"]])
+    }
+    order = list(State)
+    return sorted(pairs, key=lambda p: (order.index(p[0]), order.index(p[1])))
+
+
 class NodeModel:
     """One node's state for the length of one decision; collects the Transition it produces."""
 

@@ -18,7 +18,7 @@ from upgrader.core.detect import detect
 from upgrader.core.events import transition_events
 from upgrader.core.fleet import fleet as managed_fleet
 from upgrader.core.policy import Policy
-from upgrader.core.states import STATE_SINCE
+from upgrader.core.states import STATE_SINCE, UNLABELLED
 from upgrader.core.status import meaningful, phase_events, rollout_status
 from upgrader.core.timefmt import parse_or_none
 from upgrader.core.views import Snapshot
@@ -57,11 +57,15 @@ class _Pass:
         refused = {o.action.node for o in done if isinstance(o.action, Transition | Annotate) and not o.ok}
         applied = [o.action for o in done if o.ok]
         for action in applied:
-            if isinstance(action, Transition) and action.source is not None:
-                since = parse_or_none(self.snapshot.nodes[action.node].annotations.get(STATE_SINCE))
-                self.transitions.append(
-                    (action.source.value, action.target.value, None if since is None else self.now - since)
-                )
+            if not isinstance(action, Transition):
+                continue
+            if action.source is None:  # a node's first labelling: counted, no time in a state
+                self.transitions.append((UNLABELLED, action.target.value, None))
+                continue
+            since = parse_or_none(self.snapshot.nodes[action.node].annotations.get(STATE_SINCE))
+            self.transitions.append(
+                (action.source.value, action.target.value, None if since is None else self.now - since)
+            )
         events: list[Action] = [a for a in actions if isinstance(a, Event) and a.node not in refused]
         events += [e for a in applied if isinstance(a, Transition) for e in transition_events(a)]
         if events and (done or not writes):  # none when the writes were not applied (lease lost)

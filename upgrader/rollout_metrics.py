@@ -1,0 +1,116 @@
+"""The rollout's gauges: built at scrape time from the last status this replica computed as the leader.
+
+Two replicas run; only the leader's view of the rollout is true. So these gauges are exported only
+while this replica holds the Lease (its last acknowledged renewal has not expired: no other replica
+can have taken it) and has computed a status since it last led. A replica that loses the Lease
+stops exporting them at its next scrape, before another can take over, so Prometheus marks its
+series stale instead of keeping its last view. Per-process series (passes, requests, leader) are
+in `metrics.Metrics` and exported by every replica.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from upgrader.core.states import IN_PROGRESS, STATE_COUNT_KEYS, State
+from upgrader.core.status import PHASES
+from upgrader.core.timefmt import parse_or_none
+
+BLOCK_REASONS = ("pdb", "wait_for_jobs", "pod_deletion", "drain", "gpu_pods", "cordon_record", "driver_daemonset")
+FAILURE_REASONS = (
+    "image",
+    "driver_restart",
+    "validation",
+    "pdb",
+    "wait_for_jobs",
+    "pod_deletion",
+    "drain",
+    "gpu_pods",
+    "failed",
+)
+# name: (help, labels)
+GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "upgrader_nodes": ("Managed GPU nodes per upgrade state (the leader's view).", ("state",)),
+    "upgrader_domain_nodes": ("Managed GPU nodes per failure domain and upgrade state.", ("domain", "state")),
+    "upgrader_rollout_phase": ("1 for the rollout's current phase, 0 for the others.", ("phase",)),
+    "upgrader_rollout_halted": ("1 while the rollout is halted: no new node starts.", ()),
+    "upgrader_blocked_nodes": ("Nodes blocked right now, by reason.", ("reason",)),
+    "upgrader_failed_nodes": ("Nodes in upgrade-failed, by reason.", ("reason",)),
+    "upgrader_node_blocked_info": ("1 per node that is blocked or failed now (node, state, reason kind).",
+                                   ("node", "state", "reason")),
+    "upgrader_state_oldest_seconds": ("Seconds the longest-waiting node has been in each in-progress state.",
+                                      ("state",)),
+}
+
+
+def reason_label(kind: str) -> str:
+    return kind.replace("-", "_")
+
+
+class RolloutCollector(Collector):
+    def __init__(self, leading: Callable[[], bool], clock: Callable[[], float] = time.time) -> None:
+        self.leading = leading  # read at every scrape: the Lease may lapse between passes
+        self.clock = clock
+        self._status: dict[str, Any] | None = None  # replaced whole, never changed in place
+
+    def update(self, status: dict[str, Any]) -> None:
+        self._status = status
+
+    def drop(self) -> None:
+        """This replica does not lead (any more): it has no view of the rollout to export."""
+        self._status = None
+
+    def exporting(self) -> bool:
+        return self._status is not None and self.leading()
+
+    def describe(self) -> Iterable[Metric]:
+        return [GaugeMetricFamily(name, text, labels=list(labels)) for name, (text, labels) in GAUGES.items()]
+
+    def collect(self) -> Iterable[Metric]:
+        status = self._status
+        if status is None or not self.leading():
+            return []
+        return list(families(status, self.clock()))
+
+
+def families(status: dict[str, Any], now: float) -> Iterable[Metric]:
+    """Every gauge from one status, so one scrape never mixes two passes."""
+    family = {name: GaugeMetricFamily(name, text, labels=list(labels)) for name, (text, labels) in GAUGES.items()}
+    by_state = status.get("nodes_by_state") or {}
+    for key in STATE_COUNT_KEYS:
+        family["upgrader_nodes"].add_metric([key], by_state.get(key, 0))
+    for domain in status.get("domains") or []:
+        counts = domain.get("by_state") or {}
+        for key in STATE_COUNT_KEYS:
+            family["upgrader_domain_nodes"].add_metric([domain["name"], key], counts.get(key, 0))
+    for phase in PHASES:
+        family["upgrader_rollout_phase"].add_metric([phase], 1 if status.get("phase") == phase else 0)
+    family["upgrader_rollout_halted"].add_metric([], 1 if status.get("phase") == "Halted" else 0)
+    blocked, failed = status.get("blocked") or [], status.get("failed") or []
+    for reason in BLOCK_REASONS:
+        family["upgrader_blocked_nodes"].add_metric([reason], sum(reason_label(b["kind"]) == reason for b in blocked))
+    for reason in FAILURE_REASONS:
+        family["upgrader_failed_nodes"].add_metric([reason], sum(reason_label(f["kind"]) == reason for f in failed))
+    info = {(b["node"], b["state"], reason_label(b["kind"])) for b in blocked}
+    info |= {(f["node"], State.FAILED.value, reason_label(f["kind"])) for f in failed}
+    for labels in sorted(info):
+        family["upgrader_node_blocked_info"].add_metric(list(labels), 1)
+    ages = oldest(status, now)
+    for state in sorted(IN_PROGRESS, key=list(State).index):
+        family["upgrader_state_oldest_seconds"].add_metric([state.value], round(ages.get(state.value, 0.0), 3))
+    return family.values()
+
+
+def oldest(status: dict[str, Any], now: float) -> dict[str, float]:
+    """Seconds the longest-waiting node has been in each state, as of the scrape."""
+    ages: dict[str, float] = {}
+    for entry in status.get("in_progress") or []:
+        since = parse_or_none(entry.get("since"))
+        if since is not None:
+            ages[entry["state"]] = max(ages.get(entry["state"], 0.0), now - since)
+    return ages
