@@ -44,6 +44,8 @@ FUNCTIONS_AND_KEYWORDS = {
     "deriv",
     "sort",
     "sort_desc",
+    "timestamp",
+    "absent_over_time",
 }
 
 
