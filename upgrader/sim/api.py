@@ -15,6 +15,7 @@ from urllib.parse import parse_qs
 from upgrader.sim import errors, tables
 from upgrader.sim.discovery import discovery_document
 from upgrader.sim.disruption import evict
+from upgrader.sim.events_v1 import EventsV1View, is_view
 from upgrader.sim.faults import FaultPlan, RequestLog, RequestRecord
 from upgrader.sim.registry import ResourceType
 from upgrader.sim.store import Store
@@ -70,6 +71,7 @@ class Dispatcher:
         self.faults = faults
         self.log = log if log is not None else RequestLog()  # an empty log is falsy: keep its audit
         self.server_address = "127.0.0.1:0"
+        self.events_v1 = EventsV1View(store)
 
     # ----- entry point ----------------------------------------------------------------------
 
@@ -200,15 +202,20 @@ class Dispatcher:
         except ValueError as exc:
             raise errors.bad_request(f"the body of the request could not be decoded as JSON: {exc}") from exc
 
+    def _objects(self, rtype: ResourceType) -> Store | EventsV1View:
+        """Where a type's objects are read and written: the store, or a view over another type's."""
+        return self.events_v1 if is_view(rtype) else self.store
+
     def _serve(self, verb: str, target: Target, params: dict[str, str], req: Request, body: Any) -> Response:
         store, rtype = self.store, target.rtype
+        objects = self._objects(rtype)
         accept = req.headers.get("accept", "")
         wanted = params.get("resourceVersion") or "0"
         if verb in ("list", "get") and wanted != "0" and parse_resource_version(wanted) > store.resource_version:
             # Not reached yet (a client that saw a server since restored from an older backup).
             raise errors.too_large_resource_version(int(wanted), store.resource_version)
         if verb == "list":
-            result = store.list(
+            result = objects.list(
                 rtype,
                 target.namespace,
                 params.get("labelSelector"),
@@ -247,7 +254,7 @@ class Dispatcher:
                 ),
             )
         if verb == "watch":
-            watcher = store.watch(
+            watcher = objects.watch(
                 rtype,
                 target.namespace,
                 params.get("labelSelector"),
@@ -264,7 +271,7 @@ class Dispatcher:
             )
         assert target.name is not None or verb in ("create", "deletecollection")
         if verb == "get":
-            obj = store.get(rtype, target.namespace, target.name or "")
+            obj = objects.get(rtype, target.namespace, target.name or "")
             if tables.wants_table(accept):
                 return Response(
                     200,
@@ -280,20 +287,20 @@ class Dispatcher:
                 raise errors.bad_request("request body must be a JSON object")
             if target.subresource == "eviction":
                 return Response(201, encode(evict(store, target.namespace or "", target.name or "", body)))
-            return Response(201, encode(store.create(rtype, target.namespace, body)))
+            return Response(201, encode(objects.create(rtype, target.namespace, body)))
         if verb == "update":
             if not isinstance(body, dict):
                 raise errors.bad_request("request body must be a JSON object")
             return Response(
                 200,
-                encode(store.replace(rtype, target.namespace, target.name or "", body, target.subresource)),
+                encode(objects.replace(rtype, target.namespace, target.name or "", body, target.subresource)),
             )
         if verb == "patch":
             ctype = req.headers.get("content-type", "")
             return Response(
                 200,
                 encode(
-                    store.patch(rtype, target.namespace, target.name or "", ctype, body, target.subresource)
+                    objects.patch(rtype, target.namespace, target.name or "", ctype, body, target.subresource)
                 ),
             )
         options = body if isinstance(body, dict) else {}
@@ -303,7 +310,7 @@ class Dispatcher:
             return Response(
                 200,
                 encode(
-                    store.delete(
+                    objects.delete(
                         rtype,
                         target.namespace,
                         target.name or "",
@@ -314,12 +321,12 @@ class Dispatcher:
                 ),
             )
         # deletecollection
-        items = store.list(
+        items = objects.list(
             rtype, target.namespace, params.get("labelSelector"), params.get("fieldSelector")
         ).items
         for obj in items:
             m = obj["metadata"]
-            store.delete(
+            objects.delete(
                 rtype, m.get("namespace"), m["name"], int(grace) if grace not in (None, "") else None
             )
         return Response(

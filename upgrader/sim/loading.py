@@ -22,6 +22,7 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from upgrader.sim import errors
+from upgrader.sim.events_v1 import stored_form
 from upgrader.sim.registry import ResourceType, crd_types
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ def load(cluster: EmulatedCluster, objects: Iterable[Obj], bulk: bool = True) ->
                 if rtype is None:
                     raise errors.bad_request(f"no resource type for {wanted[0]} {wanted[1]}")
                 types[wanted] = rtype
+                rtype, obj = stored_form(store, rtype, obj)  # an events.k8s.io/v1 Event is a core Event
                 namespace = None
                 if rtype.namespaced:
                     namespace = (obj.get("metadata") or {}).get("namespace") or "default"

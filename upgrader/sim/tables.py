@@ -168,8 +168,14 @@ def _job(obj: Obj, now: float) -> list[Any]:
 
 
 def _event(obj: Obj, now: float) -> list[Any]:
+    # Either group's view of an Event: the server prints both from the one object it stores.
     involved = obj.get("involvedObject") or obj.get("regarding") or {}
-    last = obj.get("lastTimestamp") or obj.get("eventTime") or obj["metadata"].get("creationTimestamp")
+    last = (
+        obj.get("lastTimestamp")
+        or obj.get("deprecatedLastTimestamp")
+        or obj.get("eventTime")
+        or obj["metadata"].get("creationTimestamp")
+    )
     seen = human_duration(now - parse_rfc3339(last)) if last else "<unknown>"
     return [
         seen,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,10 @@ class Watcher:
         # Started from a resourceVersion the store has not reached (kube-apiserver's watch cache
         # holds such a watch): changes up to it are skipped, not sent.
         self.after = 0
+        # How a stored object is shown to this watch (another API group's view of it, such as
+        # events.k8s.io/v1 of a core Event); applied as events are read, so ones queued before it
+        # was set are shown that way too.
+        self.view: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def _matches(self, obj: dict[str, Any] | None) -> bool:
         if obj is None:
@@ -77,14 +82,20 @@ class Watcher:
         with self._cond:
             if not self._queue and not self.closed:
                 self._cond.wait(timeout)
-            return self._queue.popleft() if self._queue else None
+            return self._shown(self._queue.popleft()) if self._queue else None
 
     def drain(self) -> list[tuple[str, dict[str, Any]]]:
         """Everything queued so far, without waiting (for in-process use on a virtual clock)."""
         with self._cond:
-            items = list(self._queue)
+            items = [self._shown(item) for item in self._queue]
             self._queue.clear()
             return items
+
+    def _shown(self, item: tuple[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+        event, obj = item
+        if self.view is None or event == "ERROR":  # an ERROR carries a Status, not a stored object
+            return item
+        return event, self.view(obj)
 
     def close(self, discard: bool = False) -> None:
         """End the stream; `discard` drops what is queued, as a server going away loses it."""
