@@ -84,10 +84,13 @@ def test_rbac_has_no_wildcards_and_no_secrets(rendered: dict[str, dict[str, Any]
 
 
 def test_dockerfile_is_slim_non_root_and_installs_from_metadata() -> None:
+    """Pins, the lock and the build context: tests/ops/test_image.py."""
     text = (ROOT / "Dockerfile").read_text()
     froms = [line.split()[1] for line in text.splitlines() if line.startswith("FROM ")]
     assert froms and all("slim" in image for image in froms)
-    assert "pip wheel --no-cache-dir --wheel-dir /wheels ." in text or "pip install --no-cache-dir ." in text
+    # The project's own wheel is built from its metadata (pyproject.toml, COPYed with the package).
+    assert any(line.startswith("RUN pip wheel ") and line.split()[-1] == "." for line in text.splitlines())
+    assert "COPY pyproject.toml README.md ./" in text
     users = [line.split()[1] for line in text.splitlines() if line.startswith("USER ")]
     assert users and users[-1].split(":")[0] not in ("0", "root")
     assert 'ENTRYPOINT ["upgrader"]' in text and '"run"' in text
