@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from typing import Any
 
 from upgrader.config import Settings
 from upgrader.core.actions import Action, Event, Outcome, Result, Transition
+from upgrader.core.events import waiting_line
 from upgrader.core.policy import Policy
 from upgrader.core.reconcile import reconcile
 from upgrader.kube.api import ApiError, KubeApi
@@ -18,6 +20,7 @@ from upgrader.kube.apply import Applier
 from upgrader.kube.cache import ClusterCache
 from upgrader.kube.events import EventRecorder
 from upgrader.kube.leader import LeaderElector
+from upgrader.kube.reachability import Backoff
 from upgrader.kube.snapshot import take
 
 log = logging.getLogger("upgrader")
@@ -116,6 +119,11 @@ class Controller:
         # rather than renewed our own, and after a refused write).
         self.fresh_reads = True
         self.events = EventRecorder(api, settings)  # counts repeated Events across passes
+        # What the rollout waited on when this process last said so: logged once per change, not every pass.
+        self.last_waiting: Any = None
+        # How `run` waits (tests put a virtual clock here) and draws its backoff's jitter.
+        self.wait: Callable[[threading.Event, float], bool] = lambda event, seconds: event.wait(seconds)
+        self.rng = random.Random()
 
     def reconcile(self) -> PassReport:
         """One pass. Never sleeps on the cluster: waits are states with start times on the nodes."""
@@ -134,15 +142,32 @@ class Controller:
         else:
             try:
                 report = self._pass()
-            except ApiError as exc:
-                log.warning("pass aborted: %s", exc)
+            except ApiError as exc:  # an API server that is away is said once, by `run`
+                (log.debug if exc.away else log.warning)("pass aborted: %s", exc)
                 report = PassReport(acted=False, error=str(exc))
         if report.stale and elector is not None:
             log.warning("holding the lease %s/%s but could not act: %s", elector.namespace, elector.name, report.stale)
+        self._say_waiting(report)
         report.seconds = time.perf_counter() - started
         for callback in self.on_pass:
             callback(report)
         return report
+
+    def _say_waiting(self, report: PassReport) -> None:
+        """Log what no node starting waits on, when it changed. The pass's Event says it in the log
+        already when the cluster's last status had another wait; a restarted process says it itself."""
+        if not report.acted or not report.status:
+            return
+        waiting = report.status.get("waiting_on")
+        if waiting == self.last_waiting:
+            return
+        self.last_waiting = waiting
+        if waiting is None:
+            return
+        line = waiting_line(str(report.status.get("message", "")))
+        if any(isinstance(o.action, Event) and o.ok and o.action.message == line for o in report.outcomes):
+            return
+        (log.warning if waiting.get("runbook") else log.info)(line)
 
     def _pass(self) -> PassReport:
         now, cache = self.clock(), self.cache
@@ -162,14 +187,43 @@ class Controller:
         )
 
     def run(self, stop: threading.Event, wake: threading.Event | None = None) -> None:
-        """Reconcile until `stop` is set: on `wake` (watch events) or every requeue interval."""
+        """Reconcile until `stop` is set: on `wake` (watch events) or every requeue interval; after a
+        failed pass, backing off (see `_rest`)."""
         wake = wake or threading.Event()
-        pause = min(self.settings.min_pass_interval_seconds, self.settings.requeue_seconds)
+        backoff = Backoff(self.settings.requeue_seconds, rng=self.rng)
         while not stop.is_set():
-            self.reconcile()
-            if pause and stop.wait(pause):  # events meanwhile keep `wake` set: the next pass takes them all
+            self.api.last_away = None
+            report = self.reconcile()
+            if self._rest(self._failed(report), backoff, stop, wake):
                 break
-            wake.wait(self.settings.requeue_seconds - pause)
-            wake.clear()
         if self.elector is not None:
             self.elector.release()
+
+    def _failed(self, report: PassReport) -> bool:
+        """Whether the pass failed; an API server away (unreachable, refusing) is said once per change."""
+        away = self.api.last_away if report.result in ("error", "stale_lease") else None
+        if away is not None:
+            self.api.reachability.failed("reconcile loop", away)
+        else:
+            self.api.reachability.answered("reconcile loop")
+        return report.result == "error" or away is not None
+
+    def _rest(self, failed: bool, backoff: Backoff, stop: threading.Event, wake: threading.Event) -> bool:
+        """Wait before the next pass; True when `stop` was set meanwhile.
+
+        After a pass that went through: at least `min_pass_interval_seconds` (events meanwhile keep
+        `wake` set: the next pass takes them all), then until `wake` or `requeue_seconds`. After a
+        failed pass: backing off, from `requeue_seconds` doubling to BACKOFF_CAP_SECONDS with jitter
+        (never shorter than the pause), without waking for events; a pass that goes through resets it.
+        """
+        pause = min(self.settings.min_pass_interval_seconds, self.settings.requeue_seconds)
+        if failed:
+            stopped = self.wait(stop, max(pause, backoff.next()))
+            wake.clear()
+            return stopped
+        backoff.reset()
+        if pause and self.wait(stop, pause):
+            return True
+        self.wait(wake, self.settings.requeue_seconds - pause)
+        wake.clear()
+        return stop.is_set()

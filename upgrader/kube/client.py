@@ -1,4 +1,8 @@
-"""Build an authenticated ApiClient from a kubeconfig (optionally a context) or in-cluster config."""
+"""Build an authenticated ApiClient from a kubeconfig (optionally a context) or in-cluster config.
+
+urllib3 retries nothing: KubeApi retries in one place (tenacity, with backoff), and urllib3's own
+retries would multiply its tries and log a `Retrying (Retry(total=2, ...))` warning for each.
+"""
 
 from __future__ import annotations
 
@@ -70,4 +74,5 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> k8s
         raise ClientConfigError(f"{what or 'kubeconfig: '}not valid YAML") from None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # the client's parser met odd shapes
         raise ClientConfigError(f"{what}invalid kubeconfig: {type(exc).__name__}: {printable(str(exc))}") from None
+    configuration.retries = False  # read when the ApiClient builds its connection pools
     return k8s.ApiClient(configuration)

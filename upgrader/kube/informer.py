@@ -29,6 +29,7 @@ from typing import Any, Generic, TypeVar
 import urllib3
 
 from upgrader.kube.api import ApiError, KubeApi
+from upgrader.kube.reachability import Backoff, Reachability
 
 log = logging.getLogger("upgrader")
 Obj = dict[str, Any]
@@ -82,6 +83,11 @@ class Informer(Generic[V]):
         self._entries: dict[str, Entry[V]] = {}
         self._synced = False
         self._version = ""  # the resourceVersion the watch continues from
+        # Between tries after a failure: from a second, doubling to a cap, with jitter; reset once a
+        # watch is open again. `wait` is how (tests put a virtual clock here).
+        self.backoff = Backoff(1.0)
+        self.wait: Callable[[threading.Event, float], bool] = lambda event, seconds: event.wait(seconds)
+        self._trouble: str | None = None  # what the log last said went wrong, said once per change
 
     # ----- what a pass reads ------------------------------------------------------------------------
 
@@ -179,22 +185,23 @@ class Informer(Generic[V]):
     # ----- the LIST + WATCH loop --------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        """`step` until `stop` is set, a second's pause after a failure or a stream that ended at
-        once; never raises."""
+        """`step` until `stop` is set; never raises. After a failure it backs off (`backoff`), and it
+        says what went wrong once per change: an API server that is away through `reachability`
+        (one line for the loop and every watch), anything else as a warning of its own."""
         while not stop.is_set():
             started = time.monotonic()
             try:
                 self.step(stop)
                 if time.monotonic() - started < 1.0:  # a stream that ends at once (a proxy, a
-                    stop.wait(1.0)  # server going down) must not turn into a request loop
+                    self.wait(stop, 1.0)  # server going down) must not turn into a request loop
                 continue
             except ApiError as exc:
-                self._lost(f"{exc.status} {exc.message}", quiet=exc.status == 410)
+                self._lost(exc)
             except (OSError, ValueError, urllib3.exceptions.HTTPError) as exc:  # a dropped stream
-                self._lost(str(exc), quiet=True)
+                log.debug("watch %s lost (%s); listing again", self.path, exc)
             except Exception as exc:  # an informer thread must never die silently
-                self._lost(str(exc), quiet=False)
-            stop.wait(1.0)
+                self._trouble_is(f"watch {self.path} failed ({type(exc).__name__}: {exc}); listing again")
+            self.wait(stop, self.backoff.next())
 
     def step(self, stop: threading.Event | None = None) -> None:
         """LIST if not synced, then follow one WATCH from the last version until the stream ends (its
@@ -203,13 +210,27 @@ class Informer(Generic[V]):
         try:
             if not self._synced:
                 self._relist()
-            for event in self.api.watch(self.path, self._version, self.timeout_seconds, self.label_selector):
+            events = self.api.watch(self.path, self._version, self.timeout_seconds, self.label_selector)
+            self._watching()
+            for event in events:
                 if stop is not None and stop.is_set():
                     return
                 self.apply(event)
         except BaseException:
             self._synced = False
             raise
+
+    def _watching(self) -> None:
+        """The watch is open: the API server answers, and the next failure backs off from the start."""
+        self.backoff.reset()
+        self._trouble = None
+        reachability: Reachability | None = getattr(self.api, "reachability", None)  # test doubles lack it
+        if reachability is not None:
+            reachability.answered(self._reporter)
+
+    @property
+    def _reporter(self) -> str:
+        return f"watch {self.path}"
 
     def _relist(self) -> None:
         listing = self.api.list(self.path, label_selector=self.label_selector)
@@ -235,8 +256,20 @@ class Informer(Generic[V]):
         if kind != "BOOKMARK":
             self.on_change()
 
-    def _lost(self, why: str, quiet: bool) -> None:
-        (log.debug if quiet else log.warning)("watch %s lost (%s); listing again", self.path, why)
+    def _lost(self, exc: ApiError) -> None:
+        reachability: Reachability | None = getattr(self.api, "reachability", None)
+        if reachability is not None and exc.away:
+            reachability.failed(self._reporter, exc)
+        elif reachability is not None:  # any other answer still says the API server is there
+            reachability.answered(self._reporter)
+        if exc.status == 410 or (exc.away and reachability is not None):  # routine, or said above
+            log.debug("watch %s lost (%s); listing again", self.path, exc)
+        else:
+            self._trouble_is(f"watch {self.path} lost ({exc}); listing again")
+
+    def _trouble_is(self, line: str) -> None:
+        (log.debug if line == self._trouble else log.warning)("%s", line)
+        self._trouble = line
 
 
 def start(informers: Iterable[Informer[Any]], stop: threading.Event) -> list[threading.Thread]:

@@ -116,8 +116,8 @@ class LeaderElector:
             if exc.status == 409:  # another replica won the race, as designed
                 self._lost()
                 return False
-            self.last_error = str(exc)
-            log.warning("leader lease %s/%s: %s", self.namespace, self.name, exc)
+            self._say(exc)
+            self.last_error = exc.summary
             return False
 
     def _acquire(self) -> bool:
@@ -142,6 +142,13 @@ class LeaderElector:
     def _write(self, current: Obj) -> None:
         sent = self.clock()
         self._acknowledged(self.api.replace(self.path, self._body(current, sent)), sent)
+
+    def _say(self, exc: ApiError) -> None:
+        """Once per change of error: an API server that is away is said by the loop that retries
+        (reachability.py), so it is only a debug line here."""
+        text = f"leader lease {self.namespace}/{self.name}: {exc}"
+        repeated = self.last_error == exc.summary
+        (log.debug if exc.away or repeated else log.warning)("%s", text)
 
     def _acknowledged(self, lease: Obj, sent: float) -> None:
         self._lease, self.renewed_at, self.last_error = lease, sent, None
