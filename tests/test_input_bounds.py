@@ -14,6 +14,8 @@ import pytest
 
 from upgrader.cli import main
 from upgrader.config import FROM_FILE_MAX_MIB, MIB
+from upgrader.sim.cluster import EmulatedCluster
+from upgrader.sim.scenarios import build
 
 TOO_DEEP = "nested too deeply (lists or maps about 1,000 levels deep; kubectl never writes that)"
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a-01"}, "spec": {}, "status": {}}
@@ -122,8 +124,14 @@ def test_a_kubectl_list_past_512_mib_is_refused_unread(tmp_path: Path, capsys: p
 
 def test_upgrader_from_file_max_mib_sets_the_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    node = {**NODE, "metadata": {"name": "gpu-a-01", "annotations": {"note": "x" * MIB}}}
-    path = _write(tmp_path / "fleet.json", json.dumps({"kind": "List", "items": [node]}))
+    cluster = EmulatedCluster.virtual()
+    build(cluster, "healthy")  # a whole fleet (a nodes-only file is refused: issue 13), one node 1 MiB larger
+    cluster.store.mutate(cluster.type("nodes"), None, "gpu-a-01",
+                         lambda n: n["metadata"].setdefault("annotations", {}).__setitem__("note", "x" * MIB))
+    items = [o for plural, group in (("nodes", ""), ("pods", ""), ("poddisruptionbudgets", "policy"),
+                                     ("daemonsets", "apps"), ("controllerrevisions", "apps"))
+             for o in cluster.store.list(cluster.type(plural, group)).items]
+    path = _write(tmp_path / "fleet.json", json.dumps({"kind": "List", "items": items}))
     size = Path(path).stat().st_size
     monkeypatch.setenv("UPGRADER_FROM_FILE_MAX_MIB", "1")
     assert _one_error_line(["plan", "--dry-run", "--from-file", path], capsys) == (

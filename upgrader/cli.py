@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 
 
 class UsageError(Exception):
@@ -57,18 +58,40 @@ def build_parser() -> argparse.ArgumentParser:
 
     nodes = _fleet_size(len(ZONES))
 
+    from upgrader import __version__
+
     parser = _Parser(prog="upgrader", description="Rolling GPU driver upgrades for Kubernetes.")
+    parser.add_argument("--version", action="version", version=f"upgrader {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    scenario_help = (
+        "which emulated fleet: healthy, or one that halts: pdb-blocked, stuck-job, missing-image, "
+        "validation-failure (default: %(default)s)"
+    )
+    nodes_help = (
+        f"GPU nodes in the emulated fleet, spread over {len(ZONES)} zones (at least {len(ZONES)}; "
+        "default: %(default)s)"
+    )
 
     sim = commands.add_parser("sim", help="the embedded Kubernetes API emulator")
     sim_commands = sim.add_subparsers(dest="sim_command", required=True, parser_class=_Parser)
-    serve = sim_commands.add_parser("serve", help="serve an emulated GPU cluster on 127.0.0.1")
-    serve.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS))
-    serve.add_argument("--nodes", type=nodes, default=DEFAULT_NODES)
-    serve.add_argument("--port", type=_port, default=0, help="0 picks a free port")
-    serve.add_argument("--kubeconfig", required=True, help="where to write a kubeconfig for it")
-    serve.add_argument("--audit-log", help="write every request as a JSON line to this file")
-    serve.add_argument("--seed", type=int, default=0)
+    serve = sim_commands.add_parser(
+        "serve",
+        help="serve an emulated GPU cluster on 127.0.0.1",
+        description="Serve an emulated GPU cluster until Ctrl-C or SIGTERM. Its controller namespace is "
+        "gpu-operator (where `upgrader run` keeps its status and Lease by default).",
+    )
+    serve.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS), help=scenario_help)
+    serve.add_argument("--nodes", type=nodes, default=DEFAULT_NODES, help=nodes_help)
+    serve.add_argument("--port", type=_port, default=0, help="port on 127.0.0.1; 0 (the default) picks a free one")
+    serve.add_argument("--kubeconfig", required=True, help="where to write a kubeconfig for it (required)")
+    serve.add_argument("--audit-log", help="append every request as a JSON line to this file")
+    serve.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the emulator's random choices (object uids, generated pod names): the same seed, "
+        "the same names (default: %(default)s)",
+    )
 
     run = commands.add_parser(
         "run",
@@ -76,53 +99,92 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit codes of --once: 0 the pass ran and printed the status; 1 it could not act (API server "
         "unreachable, a request or write failed, another replica holds the Lease), said in one line; 2 bad input",
     )
-    _cluster_flags(run)
+    _cluster_flags(run, RUN_NAMESPACE_HELP)
     run.add_argument("--policy", help="upgrade policy YAML (GPU Operator upgradePolicy keys), at most 1 MiB")
     run.add_argument("--once", action="store_true", help="one reconcile pass, then exit (see exit codes below)")
-    run.add_argument("--no-leader-election", action="store_true")
+    run.add_argument(
+        "--no-leader-election",
+        action="store_true",
+        help="act without taking the Lease: only when no other replica runs (`status` then reports no controller)",
+    )
     run.add_argument("--metrics-port", type=_port, help="serve /metrics, /healthz, /readyz (env UPGRADER_METRICS_PORT)")
 
     demo = commands.add_parser("demo", help="emulated cluster + controller in one process, live progress")
-    demo.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS))
-    demo.add_argument("--nodes", type=nodes, default=DEFAULT_NODES)
+    demo.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS), help=scenario_help)
+    demo.add_argument("--nodes", type=nodes, default=DEFAULT_NODES, help=nodes_help)
     demo.add_argument("--policy", help="policy YAML instead of the demo's built-in one")
     demo.add_argument("--timeout", type=_positive_int, default=240, help="seconds before giving up")
 
     plan = commands.add_parser("plan", help="read-only preflight: waves, evictions, blockers, images, compatibility")
     plan.add_argument("--dry-run", action="store_true", required=True, help="required: plan never writes")
-    _cluster_flags(plan)
+    _cluster_flags(
+        plan,
+        "checked as for the other commands, but unused: plan reads no object of upgrader's own "
+        "(the driver's namespace is env UPGRADER_DRIVER_NAMESPACE)",
+    )
     plan.add_argument(
         "--from-file",
         help="a kubectl List (JSON or YAML) instead of the live cluster; "
         "at most 512 MiB (env UPGRADER_FROM_FILE_MAX_MIB)",
     )
     plan.add_argument("--policy", help="upgrade policy YAML, at most 1 MiB")
-    plan.add_argument("--ledger", help="driver image tags known to exist, one per line")
-    plan.add_argument("--profiles", help="compatibility profiles YAML")
+    plan.add_argument(
+        "--ledger",
+        help="driver image tags known to exist, one tag or image reference a line, # comments "
+        "(example: policies/images.example.txt), at most 16 MiB",
+    )
+    plan.add_argument("--profiles", help="compatibility profiles YAML (example: policies/profiles.example.yaml)")
     plan.add_argument("--target-driver", help="driver version to plan for (default: each DaemonSet's)")
-    plan.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    plan.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="output format (default: table)")
 
-    status = commands.add_parser("status", help="print the rollout status stored in the cluster")
-    _cluster_flags(status)
-    status.add_argument("-o", "--output", choices=("table", "json"), default="table")
-    status.add_argument("--watch", action="store_true", help="refresh every 2 seconds until Ctrl-C")
+    status = commands.add_parser(
+        "status",
+        help="print the rollout status stored in the cluster, and whether a controller still acts on it",
+        epilog="exit codes: 0 a controller holds the Lease; 1 none does (said first: the status may be stale), "
+        "or there is no status, or the cluster cannot be read; 2 bad input",
+    )
+    _cluster_flags(status, FIND_NAMESPACE_HELP)
+    status.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="output format (default: table)")
+    status.add_argument(
+        "--watch", action="store_true", help="redraw one screen every 2 seconds until Ctrl-C (then exit 0)"
+    )
 
     for name, text in (
         ("pause", "no new node starts; nodes already in progress finish"),
         ("resume", "continue, acknowledging current failures"),
     ):
-        control = commands.add_parser(name, help=text)
-        _cluster_flags(control)
+        control = commands.add_parser(
+            name, help=text, epilog="exit 1 (and nothing written) when no controller has written a status there"
+        )
+        _cluster_flags(control, FIND_NAMESPACE_HELP)
     from upgrader import compat_cli
 
     compat_cli.add_parser(commands)
     return parser
 
 
-def _cluster_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", help="kubeconfig file (in-cluster config when omitted)")
-    parser.add_argument("--context", help="kubeconfig context")
-    parser.add_argument("-n", "--namespace", help="where the status ConfigMap and Lease live (env UPGRADER_NAMESPACE)")
+OUTPUTS = ("table", "json", "yaml")
+RUN_NAMESPACE_HELP = "where the status ConfigMap and Lease live (env UPGRADER_NAMESPACE; default gpu-operator)"
+FIND_NAMESPACE_HELP = (
+    "the controller's namespace (env UPGRADER_NAMESPACE); when neither is given, the one of "
+    "upgrader-system and gpu-operator that holds its status ConfigMap or Lease"
+)
+
+
+def _cluster_flags(parser: argparse.ArgumentParser, namespace_help: str) -> None:
+    # What upgrader/kube/client.py does: this file; else, in a pod (KUBERNETES_SERVICE_HOST set), its
+    # service account; else the kubeconfig the kubernetes client finds.
+    parser.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file; when omitted: the pod's service account when run in a pod, else $KUBECONFIG "
+        "(':'-separated files are merged) or ~/.kube/config",
+    )
+    parser.add_argument(
+        "--context",
+        help="context in the kubeconfig (default: its current-context); without --kubeconfig it reads "
+        "$KUBECONFIG or ~/.kube/config, never the pod's service account",
+    )
+    parser.add_argument("-n", "--namespace", help=namespace_help)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -140,13 +202,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return compat_cli.run(args)
         from upgrader import commands as cmd
+        from upgrader import status_cli
 
         handlers = {
             "run": cmd.run,
             "demo": cmd.demo,
-            "status": cmd.status,
-            "pause": cmd.pause,
-            "resume": cmd.resume,
+            "status": status_cli.status,
+            "pause": status_cli.pause,
+            "resume": status_cli.resume,
             "plan": cmd.plan,
         }
         return handlers[args.command](args)
@@ -154,7 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"upgrader: error: {exc}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130  # Ctrl-C: stop quietly, as a shell expects
+        sys.stderr.write("upgrader: interrupted\n")
+        return EXIT_INTERRUPTED  # Ctrl-C: one word and the code a shell expects, no traceback
 
 
 if __name__ == "__main__":

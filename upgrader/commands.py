@@ -8,7 +8,7 @@ import logging
 import re
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from upgrader.config import (
     LEDGER_MAX_BYTES,
@@ -21,8 +21,6 @@ from upgrader.config import (
     read_bounded,
 )
 from upgrader.core.input_errors import printable
-from upgrader.core.timefmt import rfc3339
-from upgrader.statusview import render_table
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -51,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     settings = load_settings(namespace=getattr(args, "namespace", None))
     client = api_client(args.kubeconfig, args.context)
     if args.once:
-        return _run_once(client, policy, settings, leader_election=not args.no_leader_election)
+        return _run_once(client, policy, settings, not args.no_leader_election, args.policy)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     controller = build_controller(client, policy, settings, leader_election=not args.no_leader_election)
     port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
@@ -64,19 +62,21 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise ConfigError(f"--metrics-port {port}: {exc.strerror}") from None
     try:
-        return run_until_signalled(controller)
+        return run_until_signalled(controller, args.policy)
     finally:
         if server is not None:
             server.stop()
 
 
-def _run_once(client: ApiClient, policy: Policy, settings: Settings, leader_election: bool) -> int:
+def _run_once(
+    client: ApiClient, policy: Policy, settings: Settings, leader_election: bool, policy_path: str | None = None
+) -> int:
     """One pass: exit 0 when it ran and every write went through, printing the status; else exit 1
     with one line on stderr saying why it could not act (no status of a pass that did not run)."""
     from upgrader.core.actions import Result
     from upgrader.kube.api import ApiError, KubeApi
     from upgrader.kube.snapshot import status_path
-    from upgrader.runner import build_controller
+    from upgrader.runner import build_controller, check_policy_against_cluster
 
     api = KubeApi(client, attempts=3, max_delay=5)
     try:
@@ -84,10 +84,15 @@ def _run_once(client: ApiClient, policy: Policy, settings: Settings, leader_elec
         api.get(status_path(settings))
     except ApiError as exc:
         if exc.status == 0:
-            _could_not_act(f"cannot reach the API server {client.configuration.host}: {_cause(exc.message)}")
+            _could_not_act(f"cannot reach the API server {client.configuration.host}: {api_cause(exc.message)}")
             return EXIT_FAILED
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     controller = build_controller(client, policy, settings, leader_election=leader_election)
+    try:
+        check_policy_against_cluster(controller, policy_path)  # a policy that does not fit: exit 2, nothing written
+    except ApiError as exc:  # read as the pass would: it failed the same way
+        _could_not_act(f"the pass failed: {api_cause(str(exc))}")
+        return EXIT_FAILED
     report = controller.reconcile()
     if not report.leader and controller.elector is not None:
         _could_not_act(_not_leading(api, controller.elector.path, settings))
@@ -100,12 +105,12 @@ def _run_once(client: ApiClient, policy: Policy, settings: Settings, leader_elec
         where = f" on {node}" if (node := getattr(first.action, "node", None)) else ""
         print(
             f"upgrader: run --once: {len(failed)} of {len(report.outcomes)} writes failed, the first: "
-            f"{type(first.action).__name__}{where}: {_cause(first.message)}",
+            f"{type(first.action).__name__}{where}: {api_cause(first.message)}",
             file=sys.stderr,
         )
         return EXIT_FAILED
     if report.error:  # the pass stopped on an API error
-        _could_not_act(f"the pass failed: {_cause(report.error)}")
+        _could_not_act(f"the pass failed: {api_cause(report.error)}")
         return EXIT_FAILED
     return 0
 
@@ -114,7 +119,7 @@ def _could_not_act(why: str) -> None:
     print(f"upgrader: run --once could not act: {why}", file=sys.stderr)
 
 
-def _cause(message: str) -> str:
+def api_cause(message: str) -> str:
     """The OS's words from urllib3's nested exception text ("Connection refused"), else all of it."""
     found = re.search(r"\[Errno -?\d+\] ([^\"')]+)", message)
     return found.group(1).strip() if found else " ".join(message.split())
@@ -127,7 +132,7 @@ def _not_leading(api: KubeApi, lease_path: str, settings: Settings) -> str:
     try:
         current = api.get(lease_path)
     except ApiError as exc:
-        return f"cannot take the leader Lease {lease}: {_cause(exc.message)}"
+        return f"cannot take the leader Lease {lease}: {api_cause(exc.message)}"
     holder = ((current or {}).get("spec") or {}).get("holderIdentity")
     if holder and holder != settings.identity:
         return f"not the leader: Lease {lease} is held by {printable(str(holder))}, which acts"
@@ -138,83 +143,7 @@ def demo(args: argparse.Namespace) -> int:
     from upgrader.demo import run_demo
 
     policy = load_policy(args.policy) if args.policy else None
-    return run_demo(args.scenario, args.nodes, policy, sys.stdout, timeout=args.timeout)
-
-
-def read_status(api: KubeApi, settings: Settings) -> dict[str, Any] | None:
-    from upgrader.kube.snapshot import status_path
-
-    cm = api.get(status_path(settings))
-    if cm is None:
-        return None
-    data = cm.get("data") or {}
-    try:
-        status = json.loads(data.get("status.json") or "{}")
-    except ValueError:
-        raise ConfigError(f"configmap {settings.namespace}/{settings.status_configmap} holds no valid status") from None
-    status["paused"] = data.get("paused") == "true"
-    return status
-
-
-def status(args: argparse.Namespace) -> int:
-    from upgrader.kube.api import ApiError
-
-    settings = load_settings(namespace=getattr(args, "namespace", None))
-    api = _api(args)
-    while True:
-        try:
-            current = read_status(api, settings)
-        except ApiError as exc:
-            print(f"upgrader: cannot read status: {exc.message}", file=sys.stderr)
-            return EXIT_FAILED
-        if current is None:
-            print(
-                f"upgrader: no rollout status in configmap {settings.namespace}/{settings.status_configmap} "
-                "(has the controller run yet?)",
-                file=sys.stderr,
-            )
-            return EXIT_FAILED
-        text = json.dumps(current, indent=2, sort_keys=True) if args.output == "json" else render_table(current)
-        if args.watch:
-            sys.stdout.write("\x1b[2J\x1b[H" + text + "\n")
-            sys.stdout.flush()
-            try:
-                time.sleep(2)
-            except KeyboardInterrupt:
-                return 0
-            continue
-        print(text)
-        return 0
-
-
-def _control(args: argparse.Namespace, verb: str, data: dict[str, str]) -> Settings | None:
-    """Patch the status ConfigMap for pause/resume; None (after one line on stderr) if the API refused."""
-    from upgrader.kube.api import ApiError
-    from upgrader.kube.apply import patch_configmap
-
-    settings = load_settings(namespace=getattr(args, "namespace", None))
-    api = _api(args)
-    try:
-        patch_configmap(api, settings, data)
-    except ApiError as exc:
-        print(f"upgrader: cannot {verb}: {exc.message}", file=sys.stderr)
-        return None
-    return settings
-
-
-def pause(args: argparse.Namespace) -> int:
-    settings = _control(args, "pause", {"paused": "true"})
-    if settings is None:
-        return EXIT_FAILED
-    print(f"paused: no new node starts (configmap {settings.namespace}/{settings.status_configmap})")
-    return 0
-
-
-def resume(args: argparse.Namespace) -> int:
-    if _control(args, "resume", {"paused": "false", "resumedAt": rfc3339(time.time())}) is None:
-        return EXIT_FAILED
-    print("resumed: failures recorded so far are acknowledged; the rollout continues")
-    return 0
+    return run_demo(args.scenario, args.nodes, policy, sys.stdout, timeout=args.timeout, policy_path=args.policy)
 
 
 def plan(args: argparse.Namespace) -> int:
@@ -259,7 +188,7 @@ def plan(args: argparse.Namespace) -> int:
             print(f"upgrader: cannot read the cluster: {exc.message}", file=sys.stderr)
             return EXIT_FAILED
     try:
-        snapshot, resources = plan_source.to_snapshot(data, settings, plan_source.relevant_pods(policy))
+        snapshot, resources = plan_source.to_snapshot(data, settings, plan_source.relevant_pods(policy), args.policy)
         del data  # the raw objects are not needed any more
         result = build_plan(snapshot, policy, time.time(), PlanOptions(args.target_driver, ledger, profiles), resources)
     except RecursionError:  # a value about 1,000 levels deep in the file, which the plan met

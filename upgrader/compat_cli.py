@@ -1,8 +1,8 @@
 """`upgrader compat`: may a workload built for CUDA R run on a node with driver D? (DOMAIN.md §5)
 
-Prints `admitted: <reason>` or `refused: <reason>`. Exit 0 admitted, 1 refused, 2 usage. Only a
-malformed --floor is a usage error; a malformed --driver or --cuda is a refusal with its reason,
-because the check fails closed rather than raising.
+Prints `admitted: <reason>` or `refused: <reason>`. Exit 0 admitted, 1 refused, 2 usage: a
+malformed --driver, --cuda or --floor is the user's typo, said in one line, not a verdict. (The
+check itself still fails closed on what it cannot read, for callers other than this command.)
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from upgrader.core.compat import check, parse_floors
+from upgrader.core.compat import check, parse_floors, parse_version
 
 EXIT_ADMITTED, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 
@@ -25,6 +25,15 @@ def _floor_item(text: str) -> str:
     return text
 
 
+def _version(text: str) -> str:
+    """Validate --driver and --cuda at parse time: a malformed one is argparse's one-line error (exit 2)."""
+    try:
+        parse_version(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     """Add the `compat` subcommand to the `upgrader` subparsers."""
     compat = commands.add_parser(
@@ -33,8 +42,10 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         description="Check a driver / CUDA runtime pair against the compatibility rules. "
         "Exit 0 admitted, 1 refused, 2 usage error.",
     )
-    compat.add_argument("--driver", required=True, metavar="D", help="node driver version, e.g. 550.90.07")
-    compat.add_argument("--cuda", required=True, metavar="R", help="workload CUDA runtime, e.g. 12.4")
+    compat.add_argument(
+        "--driver", required=True, type=_version, metavar="D", help="node driver version, e.g. 550.90.07"
+    )
+    compat.add_argument("--cuda", required=True, type=_version, metavar="R", help="workload CUDA runtime, e.g. 12.4")
     compat.add_argument("--ptx-jit", action="store_true", help="the workload JIT-compiles PTX")
     compat.add_argument(
         "--forward-compat", action="store_true", help="the workload image ships the cuda-compat package"

@@ -125,12 +125,20 @@ NamespaceName = Annotated[str, AfterValidator(_dns_label)]
 ObjectName = Annotated[str, AfterValidator(_dns_subdomain)]
 
 
+# Where a controller keeps its status ConfigMap and Lease: `upgrader-system` as deploy/ installs it,
+# `gpu-operator` (Settings' default) for `upgrader run` without UPGRADER_NAMESPACE and the emulator.
+# `status`, `pause` and `resume` without -n or UPGRADER_NAMESPACE look in both (upgrader/status_cli.py).
+CONTROLLER_NAMESPACES = ("upgrader-system", "gpu-operator")
+
+
 class Settings(BaseSettings):
     """Where upgrader finds the driver and keeps its own objects; every field is `UPGRADER_<NAME>`."""
 
     model_config = SettingsConfigDict(env_prefix="UPGRADER_", extra="ignore")
 
-    namespace: NamespaceName = "gpu-operator"  # status ConfigMap, Lease and Events live here
+    # Status ConfigMap and Lease. The default serves `upgrader run` and the emulator; deploy/ sets
+    # UPGRADER_NAMESPACE to its own namespace (upgrader-system). See CONTROLLER_NAMESPACES.
+    namespace: NamespaceName = "gpu-operator"
     driver_namespace: NamespaceName = "gpu-operator"
     driver_daemonset_selector: str = "app.kubernetes.io/component=nvidia-driver"
     driver_pod_selector: str = "app=nvidia-driver-daemonset"

@@ -1,11 +1,13 @@
 """`upgrader demo`: the emulator and the controller in one process, with live progress.
 
 Exit 0 when every node is upgrade-done; 1 when the rollout halts (and stays halted for
-`halt_grace` seconds, so a momentary PDB refusal does not end it) or the time runs out.
+`halt_grace` seconds, so a momentary PDB refusal does not end it) or the time runs out; 130 on
+Ctrl-C, after stopping the controller and the emulator and saying so in one line.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Any, TextIO
@@ -15,10 +17,10 @@ from kubernetes import client as k8s
 from upgrader.config import Settings
 from upgrader.controller import PassReport
 from upgrader.core.policy import Policy, policy_from_mapping
-from upgrader.runner import build_controller, start_watches
+from upgrader.runner import build_controller, check_policy_against_cluster, start_watches
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleet_builders import NEW_DRIVER, OLD_DRIVER
-from upgrader.sim.scenarios import build
+from upgrader.sim.scenarios import ScenarioInfo, build
 from upgrader.statusview import progress_line, render_table
 
 # Short timeouts so every scenario reaches its end within a minute.
@@ -59,35 +61,32 @@ def run_demo(
     out: TextIO,
     timeout: float = 240.0,
     halt_grace: float = 6.0,
+    policy_path: str | None = None,
 ) -> int:
     cluster = EmulatedCluster()
-    info = build(cluster, scenario, nodes)
-    url = cluster.serve()
-    zones = ", ".join(f"{z} ({len(n)})" for z, n in info.domains.items())
-    print(
-        f"emulated cluster '{scenario}' at {url}: {len(info.nodes)} GPU nodes in {zones}; "
-        f"driver {OLD_DRIVER} -> {NEW_DRIVER}",
-        file=out,
-        flush=True,
-    )
-    for note in info.notes:
-        print(f"note: {note}", file=out, flush=True)
-    settings = Settings(requeue_seconds=0.5, identity="upgrader-demo", lease_duration_seconds=5)
-    controller = build_controller(
-        k8s.ApiClient(k8s.Configuration(host=url)), policy or demo_policy(), settings
-    )
-    latest = _Latest()
-    controller.on_pass.append(latest.update)
-    stop, wake = threading.Event(), threading.Event()
-    start_watches(controller, stop, wake)
-    loop = threading.Thread(target=controller.run, args=(stop, wake), name="controller", daemon=True)
-    loop.start()
+    stop, wake, latest = threading.Event(), threading.Event(), _Latest()
+    loop: threading.Thread | None = None
     started = time.monotonic()
-    code = _watch(latest, out, started, timeout, halt_grace)
-    stop.set()
-    wake.set()
-    loop.join(timeout=10)
-    cluster.stop()
+    try:  # Ctrl-C anywhere from here stops what was started and says so
+        info = build(cluster, scenario, nodes)
+        url = cluster.serve()
+        settings = Settings(requeue_seconds=0.5, identity="upgrader-demo", lease_duration_seconds=5)
+        controller = build_controller(k8s.ApiClient(k8s.Configuration(host=url)), policy or demo_policy(), settings)
+        check_policy_against_cluster(controller, policy_path)  # a policy that does not fit: exit 2, nothing written
+        _announce(info, scenario, url, out)
+        controller.on_pass.append(latest.update)
+        start_watches(controller, stop, wake)
+        loop = threading.Thread(target=controller.run, args=(stop, wake), name="controller", daemon=True)
+        loop.start()
+        started = time.monotonic()
+        code = _watch(latest, out, started, timeout, halt_grace)
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    finally:
+        _stop(stop, wake, loop, cluster)
+    if code == EXIT_INTERRUPTED:
+        print(INTERRUPTED, file=sys.stderr, flush=True)
+        return code
     status = latest.get()
     print("", file=out)
     print(render_table(status) if status else "no status was produced", file=out)
@@ -100,6 +99,42 @@ def run_demo(
     verdict = {0: "every node is upgrade-done", 1: "the rollout did not finish"}[code]
     print(f"demo result: {verdict}", file=out, flush=True)
     return code
+
+
+EXIT_INTERRUPTED = 130
+INTERRUPTED = "upgrader: interrupted; the controller stopped and the emulated cluster is gone"
+
+
+def _announce(info: ScenarioInfo, scenario: str, url: str, out: TextIO) -> None:
+    zones = ", ".join(f"{z} ({len(n)})" for z, n in info.domains.items())
+    print(
+        f"emulated cluster '{scenario}' at {url}: {len(info.nodes)} GPU nodes in {zones}; "
+        f"driver {OLD_DRIVER} -> {NEW_DRIVER}",
+        file=out,
+        flush=True,
+    )
+    for note in info.notes:
+        print(f"note: {note}", file=out, flush=True)
+
+
+def _stop(
+    stop: threading.Event, wake: threading.Event, loop: threading.Thread | None, cluster: EmulatedCluster
+) -> None:
+    """End the controller's loop (its pass in flight finishes), then the emulator. A second Ctrl-C
+    meanwhile is ignored: cut short, the loop would log errors against a cluster already gone."""
+    import signal
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
+    try:
+        stop.set()
+        wake.set()
+        if loop is not None:
+            loop.join(timeout=10)
+        cluster.stop()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _watch(latest: _Latest, out: TextIO, started: float, timeout: float, halt_grace: float) -> int:

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from upgrader import plan_coverage
 from upgrader.config import FROM_FILE_MAX_MIB, MIB, ConfigError, Settings, read_bounded
 from upgrader.core.driver_selectors import DriverResource, driver_resource
+from upgrader.core.fleet import fleet
 from upgrader.core.gpupods import claim_index, is_gpu_resource
 from upgrader.core.input_errors import printable, yaml_where
 from upgrader.core.policy import Policy
+from upgrader.core.policy_fleet import fleet_problem, refusal
 from upgrader.core.selectors import SelectorError, parse_label_selector
 from upgrader.core.views import Snapshot, driver_set, node_view, pdb_view, pod_view
 
@@ -45,6 +47,8 @@ class PlanInput:
     nvidiadrivers: list[Obj] = field(default_factory=list)
     jobs: list[Obj] = field(default_factory=list)
     claims: list[Obj] | None = field(default_factory=list)  # None: the cluster would not list them
+    file: str | None = None  # where it was read from; None: the live cluster
+    kinds: set[str] = field(default_factory=set)  # the kinds read: a file's with items, the cluster's listed
 
 
 # kubectl never nests that deep; Python's JSON decoder and libyaml stop at about 1,000 levels.
@@ -144,8 +148,12 @@ def from_file(name: str, limit: int = FROM_FILE_MAX_MIB * MIB) -> PlanInput:
         bucket = KINDS.get(item["kind"])
         if bucket is not None:
             getattr(out, bucket).append(item)
+            out.kinds.add(item["kind"])
     if not out.nodes:
         raise ConfigError(f"--from-file {name}: no Node objects in it (include nodes in the kubectl get)")
+    plan_coverage.check_file(name, out.kinds, out.pods)
+    plan_coverage.say_notes(plan_coverage.file_notes(name, out.kinds))
+    out.file = name
     return out
 
 
@@ -261,14 +269,17 @@ def from_cluster(api: KubeApi, settings: Settings) -> PlanInput:
         pdbs=api.list("/apis/policy/v1/poddisruptionbudgets").get("items", []),
         daemonsets=api.list(f"/apis/apps/v1/namespaces/{ns}/daemonsets").get("items", []),
         revisions=api.list(f"/apis/apps/v1/namespaces/{ns}/controllerrevisions").get("items", []),
+        kinds={"Node", "Pod", "PodDisruptionBudget", "DaemonSet", "ControllerRevision"},  # or it raised
     )
     try:
         out.nvidiadrivers = api.list("/apis/nvidia.com/v1alpha1/nvidiadrivers").get("items", [])
+        out.kinds.add("NVIDIADriver")
     except ApiError as exc:
         if exc.status != 404:  # no NVIDIADriver CRD installed: nothing to check
             raise
     try:
         out.claims = api.list(CLAIMS_PATH).get("items", [])
+        out.kinds.add("ResourceClaim")
     except ApiError as exc:
         if exc.status not in (403, 404):
             raise
@@ -276,25 +287,26 @@ def from_cluster(api: KubeApi, settings: Settings) -> PlanInput:
     return out
 
 
-def relevant_pods(policy: Policy) -> Callable[[Obj], bool]:
+class RelevantPods:
     """A cheap test on raw pod JSON: does the plan need this pod at all?
 
     A plan looks at driver pods, pods holding GPUs or ResourceClaims (evicted), pods that declare CUDA needs or a node
     affinity, pods the upgrade waits for and, with drain enabled, pods a drain evicts. Skipping the
     rest before building views keeps a 150,000-pod plan close to the cost of parsing the file.
+    It keeps the policy it was made from: `to_snapshot` checks that policy's failure domains against the fleet.
     """
-    wait = (
-        parse_label_selector(policy.wait_for_completion.pod_selector)
-        if policy.wait_for_completion.pod_selector
-        else None
-    )
-    drain = parse_label_selector(policy.drain.pod_selector) if policy.drain.enable else None
 
-    def keep(raw: Obj) -> bool:
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        wait = policy.wait_for_completion.pod_selector
+        self.wait = parse_label_selector(wait) if wait else None
+        self.drain = parse_label_selector(policy.drain.pod_selector) if policy.drain.enable else None
+
+    def __call__(self, raw: Obj) -> bool:
         meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
-        if drain is not None and drain.matches(meta.get("labels")):
+        if self.drain is not None and self.drain.matches(meta.get("labels")):
             return True
-        if wait is not None and wait.matches(meta.get("labels")):
+        if self.wait is not None and self.wait.matches(meta.get("labels")):
             return True
         if spec.get("affinity") or any(k.startswith(ANNOTATION_PREFIX) for k in meta.get("annotations") or ()):
             return True
@@ -307,12 +319,16 @@ def relevant_pods(policy: Policy) -> Callable[[Obj], bool]:
                     return True
         return any(ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or ())
 
-    return keep
+
+def relevant_pods(policy: Policy) -> RelevantPods:
+    return RelevantPods(policy)
 
 
 def to_snapshot(
-    data: PlanInput, settings: Settings, keep: Callable[[Obj], bool] | None = None
+    data: PlanInput, settings: Settings, keep: RelevantPods | None = None, policy_path: str | None = None
 ) -> tuple[Snapshot, list[DriverResource]]:
+    """The plan's snapshot; ConfigError when the input cannot tell what a plan must (`plan_coverage`), or
+    when the policy `keep` was made from names a failure domain no managed node is in (`policy_fleet`)."""
     try:
         ds_selector = parse_label_selector(settings.driver_daemonset_selector)
     except SelectorError as exc:
@@ -339,6 +355,9 @@ def to_snapshot(
         driver_sets=[driver_set(d, data.revisions) for d in driver_ds],
         gpu_claims=None if data.claims is None else claim_index(data.claims),
     )
+    plan_coverage.check_coverage(data.file, data.kinds, driver_ds, snapshot, settings)
+    if keep is not None and (problem := fleet_problem(keep.policy, fleet(snapshot).managed)) is not None:
+        raise ConfigError(refusal(problem, policy_path))
     return snapshot, [_driver_resource(r) for r in data.nvidiadrivers]
 
 

@@ -11,8 +11,8 @@ def render_plan(plan: Plan) -> str:
     summary = data["summary"]
     lines = [
         f"PLAN (dry run): {summary['to_upgrade']} of {summary['nodes']} nodes to upgrade in {len(plan.waves)} waves; "
-        f"canary domain {plan.canary or '-'}; maxParallelUpgrades {summary['max_parallel_upgrades']}, "
-        f"maxUnavailable {summary['max_unavailable']}, soak {summary['soak_seconds']}s between domains",
+        f"canary domain {plan.canary or '-'}",
+        f"BUDGETS: {summary['budgets']}",  # as `run` resolves them on this fleet
         f"FINDINGS: {summary['blocking']} blocking, {summary['warnings']} warnings",
     ]
     for finding in plan.findings:

@@ -12,12 +12,16 @@ from types import FrameType
 from kubernetes import client as k8s
 
 from upgrader import __version__
-from upgrader.config import Settings
+from upgrader.config import ConfigError, Settings
 from upgrader.controller import Controller, PassReport
+from upgrader.core.fleet import fleet
 from upgrader.core.policy import Policy
-from upgrader.kube.api import KubeApi
+from upgrader.core.policy_fleet import fleet_problem, refusal, status_problem
+from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache
 from upgrader.kube.leader import LeaderElector
+from upgrader.kube.reachability import Backoff
+from upgrader.kube.snapshot import take
 from upgrader.metrics import Metrics, MetricsServer
 
 log = logging.getLogger("upgrader")
@@ -40,6 +44,63 @@ def build_controller(
             time.time,
         )
     return Controller(api, policy, settings, time.time, elector)
+
+
+def check_policy_against_cluster(controller: Controller, policy_path: str | None = None) -> None:
+    """Before the first write: the failure domains the policy names are ones the managed GPU nodes are in.
+
+    One read-only snapshot (GET and LIST only); a policy that does not fit raises ConfigError with the
+    one line (`upgrader: error: policy <file>: failureDomains.canary: ...`, exit 2). An ApiError goes to
+    the caller: it could not read the cluster, so it cannot judge. Once the policy fits, later passes
+    that find it no longer does (the canary zone's nodes removed) say so in the log, see `warn_when_unfit`.
+    """
+    snapshot, _ = take(controller.api, controller.settings)
+    problem = fleet_problem(controller.policy, fleet(snapshot).managed)
+    if problem is not None:
+        raise ConfigError(refusal(problem, policy_path))
+    warn_when_unfit(controller)
+
+
+def warn_when_unfit(controller: Controller) -> None:
+    """A rollout under way goes on when the fleet changes under its policy (the canary zone's nodes
+    replaced after it finished is no reason to stop): a WARNING says it once when a pass finds a named
+    domain gone, and once more when it is back. The scheduler then orders the domains that are there."""
+    said: list[str | None] = [None]
+
+    def check(report: PassReport) -> None:
+        if not report.status:
+            return
+        problem = status_problem(controller.policy, report.status)
+        if problem == said[0]:
+            return
+        if problem is not None:
+            log.warning("the policy no longer fits the cluster: %s; the rollout goes on over the domains there are",
+                        problem)
+        else:
+            log.info("the policy fits the cluster again: every failure domain it names has managed GPU nodes")
+        said[0] = problem
+
+    controller.on_pass.append(check)
+
+
+def _check_when_readable(controller: Controller, stop: threading.Event, policy_path: str | None) -> bool:
+    """`check_policy_against_cluster`, tried until the cluster answers (nothing is written meanwhile);
+    False when `stop` was set first."""
+    backoff = Backoff(controller.settings.requeue_seconds, rng=controller.rng)
+    reachability = controller.api.reachability
+    while not stop.is_set():
+        try:
+            check_policy_against_cluster(controller, policy_path)
+        except ApiError as exc:
+            if exc.away:
+                reachability.failed("policy check", exc)  # said once, not once per try
+            else:
+                log.warning("cannot read the cluster to check the policy against it: %s", exc)
+            controller.wait(stop, backoff.next())
+            continue
+        reachability.answered("policy check")
+        return True
+    return False
 
 
 def start_watches(controller: Controller, stop: threading.Event, wake: threading.Event) -> ClusterCache:
@@ -75,6 +136,7 @@ class Health:
         self.last_ok: float | None = None
         self.stale: str | None = None
         controller.on_pass.append(self._seen)
+        self.api_away = controller.api.reachability.condition  # the API server away, and for how long
 
     def _seen(self, report: PassReport) -> None:
         self.last_pass = self.clock()
@@ -91,6 +153,8 @@ class Health:
     def unready_reason(self) -> str | None:
         if self.stale is not None:
             return f"holding the lease but could not act: {self.stale}"
+        if (away := self.api_away()) is not None:
+            return away
         if self.last_ok is None or self.clock() - self.last_ok >= self.window:
             return "no successful pass recently"
         return None
@@ -123,8 +187,9 @@ def serve_metrics(controller: Controller, port: int) -> MetricsServer:
     return MetricsServer(metrics, port, health.healthy, health.ready, reason=health.unready_reason).start()
 
 
-def run_until_signalled(controller: Controller) -> int:
-    """Reconcile until SIGTERM/SIGINT; a signal stops the loop between passes."""
+def run_until_signalled(controller: Controller, policy_path: str | None = None) -> int:
+    """Check the policy against the cluster (`check_policy_against_cluster`: ConfigError when it does
+    not fit), then reconcile until SIGTERM/SIGINT; a signal stops the loop between passes."""
     stop, wake = threading.Event(), threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -134,6 +199,8 @@ def run_until_signalled(controller: Controller) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if not _check_when_readable(controller, stop, policy_path):
+        return 0  # stopped before the cluster could be read: nothing was written
     start_watches(controller, stop, wake)
     controller.run(stop, wake)
     return 0

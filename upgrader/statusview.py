@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from upgrader.core.states import STATE_COUNT_KEYS, UNLABELLED, State
+from upgrader.core.timefmt import parse_or_none
+from upgrader.liveness import ControllerSeen, ago
 
 SHORT = {
     State.UPGRADE_REQUIRED.value: "required",
@@ -35,9 +38,27 @@ def progress_line(status: dict[str, Any], elapsed: float | None = None) -> str:
     return f"{prefix}{status.get('phase', '?'):<8} domain {domain:<12} {counts}"
 
 
-def render_table(status: dict[str, Any]) -> str:
-    lines = [f"PHASE: {status.get('phase')}   {status.get('message', '')}"]
-    lines.append(f"UPDATED: {status.get('updated_at', '')}   NODES: {status.get('nodes_total', 0)}")
+def updated(status: dict[str, Any], now: float | None) -> str:
+    """When the status was written, and how long ago (it is rewritten only when it changes)."""
+    stamp = str(status.get("updated_at") or "(never)")
+    written = parse_or_none(stamp) if now is not None else None
+    return stamp if written is None or now is None else f"{stamp} ({ago(now - written)} ago)"
+
+
+def header(status: dict[str, Any], controller: ControllerSeen | None, now: float | None) -> list[str]:
+    """The warning that no controller acts (first: it changes how to read everything below), the phase,
+    when the status was written, and who holds the Lease."""
+    warning = controller.warning(now or 0.0) if controller is not None else None
+    lines = [warning] if warning else []
+    lines.append(f"PHASE: {status.get('phase')}   {status.get('message', '')}")
+    lines.append(f"UPDATED: {updated(status, now)}   NODES: {status.get('nodes_total', 0)}")
+    if controller is not None:
+        lines.append(controller.line(now or 0.0))
+    return lines
+
+
+def render_table(status: dict[str, Any], controller: ControllerSeen | None = None, now: float | None = None) -> str:
+    lines = header(status, controller, now)
     blocked = status.get("blocked") or []
     if blocked:
         lines.append("")
@@ -82,3 +103,76 @@ def render_table(status: dict[str, Any]) -> str:
                 f"{label}: " + ", ".join(i if isinstance(i, str) else f"{i['node']} ({i['reason']})" for i in items)
             )
     return "\n".join(lines)
+
+
+# ----- `status --watch`: one frame that fits the terminal (80x24 at least) -------------------------
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 3, 0)] + "..."
+
+
+def _wrap(text: str, width: int, lines: int) -> list[str]:
+    return textwrap.wrap(text, width, max_lines=lines, placeholder=" ...") or [""]
+
+
+def _sections(status: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """What a halted rollout's operator looks for, most urgent first."""
+    current = status.get("current_domain")
+    domains = [  # `>` marks the current domain
+        f"{'>' if d['name'] == current else ' '} {d['name'][:20] + (' (canary)' if d.get('canary') else ''):<29} "
+        f"{bar(d['done'], d['nodes'], 10)} {d['done']}/{d['nodes']} done, {d['in_progress']} active, "
+        f"{d['failed']} failed"
+        for d in status.get("domains") or []
+    ]
+    return [
+        ("BLOCKED", [f"  {b['node']} {SHORT.get(b['state'], b['state'])} since {b['since']}: {b['reason']}"
+                     for b in status.get("blocked") or []]),
+        ("FAILED", [f"  {f['node']} {SHORT.get(f.get('state') or '', f.get('state') or '')} at {f['since']}"
+                    f"{' [ack]' if f.get('acknowledged') else ''}: {f['reason']}" for f in status.get("failed") or []]),
+        ("DOMAINS", domains),
+        ("WAITING", [f"  {w['node']} {SHORT.get(w['state'], w['state'])}: {w['reason']}"
+                     for w in status.get("waiting") or []]),
+    ]
+
+
+def _cost(count: int, cap: int) -> int:
+    """Lines a section takes showing at most `cap` entries: title, entries, an "and N more" line."""
+    return 1 + min(count, cap) + (1 if 0 < cap < count else 0)
+
+
+def _fit(sections: list[tuple[str, list[str]]], budget: int) -> list[str]:
+    """The sections in `budget` lines: every section shows as many entries as the same cap allows
+    (small sections whole, big ones cut), dropping the least urgent sections when titles alone do not fit."""
+    shown = [(title, items) for title, items in sections if items]
+    while shown and _cost(1, 0) * len(shown) > budget:
+        shown.pop()
+    cap = max((len(items) for _, items in shown), default=0)
+    while cap > 0 and sum(_cost(len(items), cap) for _, items in shown) > budget:
+        cap -= 1
+    lines = []
+    for title, items in shown:
+        lines.append(f"{title} ({len(items)})")
+        lines.extend(items[:cap])
+        if 0 < cap < len(items):
+            lines.append(f"  ... and {len(items) - cap} more (upgrader status lists all)")
+    return lines
+
+
+def render_watch(
+    status: dict[str, Any], controller: ControllerSeen | None, now: float, width: int = 80, height: int = 24
+) -> str:
+    """One `status --watch` frame in `width` x `height`: the phase and why first, then blockers,
+    failures, domains and waits, as many as fit."""
+    warning = controller.warning(now) if controller is not None else None
+    lines = _wrap(warning, width, 2) if warning else []
+    nodes = status.get("nodes_total", 0)
+    lines.append(f"PHASE: {status.get('phase')}   nodes {nodes}   updated {updated(status, now)}")
+    lines.extend(_wrap(str(status.get("message") or ""), width, 4))  # the halt reason: why nothing moves
+    if controller is not None and controller.alive:
+        lines.append(controller.line(now))
+    by_state = status.get("nodes_by_state") or {}
+    counts = " ".join(f"{SHORT[b]}={by_state[b]}" for b in STATE_COUNT_KEYS if by_state.get(b))
+    lines.extend(_wrap(f"NODES {counts}", width, 2))
+    lines.extend(_fit(_sections(status), height - len(lines)))
+    return "\n".join(_clip(line, width) for line in lines[:height])

@@ -58,8 +58,12 @@ def test_an_unreadable_label_never_frees_the_budget() -> None:
     fresh = node("n1", zone="a")
     snap = snapshot([bogus, fresh], [driver_pod("n0"), driver_pod("n1")])
     schedule, actions = start_nodes(snap, policy(maxUnavailable=1), T0, True, set())
-    assert actions == []
-    assert schedule.waiting == "maxUnavailable 1 reached (1 node unavailable)"
+    waiting = (
+        "maxUnavailable 1 reached: n0 (invalid, cordoned, not by upgrader); fix what makes it invalid or raise "
+        "maxUnavailable; see runbooks/rollout-halted.md"
+    )
+    assert schedule.waiting == waiting
+    assert actions == [Event("n0", "Warning", f"rollout waiting: {waiting}")]  # nothing starts; it says why
 
 
 def test_an_eviction_the_api_keeps_failing_has_a_clock_and_a_reason() -> None:

@@ -13,7 +13,7 @@ from upgrader.core.schedule import NO_DOMAIN, canary_domain, domain_order, is_un
 from upgrader.core.states import IN_PROGRESS, State
 from upgrader.core.views import NodeView
 
-from .factories import T0, node, policy
+from .factories import T0, at, node, policy
 
 S = State
 REQ, DONE, FAILED = S.UPGRADE_REQUIRED, S.DONE, S.FAILED
@@ -108,7 +108,7 @@ def test_max_parallel_reached() -> None:
     nodes = fleet(("n1", "a", S.VALIDATION_REQUIRED), ("n2", "a", REQ), ("n3", "a", REQ))
     schedule = plan_starts(nodes, policy(maxUnavailable="100%"), T0, True, set())
     assert schedule.starts == []
-    assert schedule.waiting == "maxParallelUpgrades 1 reached"
+    assert schedule.waiting == "maxParallelUpgrades 1 reached: n1 (in progress)"
     assert (schedule.in_progress, schedule.unavailable, schedule.max_unavailable) == (1, 1, 3)
 
 
@@ -123,7 +123,10 @@ def test_max_unavailable_reached_counts_not_ready_and_failed_nodes() -> None:
     )
     schedule = plan_starts(nodes, policy(maxParallelUpgrades=0, maxUnavailable=2), T0, True, {"n2"})
     assert schedule.starts == []
-    assert schedule.waiting == "maxUnavailable 2 reached (2 nodes unavailable)"
+    assert schedule.waiting == (
+        "maxUnavailable 2 reached: n1 (NotReady), n2 (upgrade-failed); bring n1 back to Ready and recover n2, "
+        "or raise maxUnavailable; see runbooks/rollout-halted.md"
+    )
 
 
 def test_already_cordoned_nodes_go_first_and_cost_no_budget() -> None:
@@ -167,7 +170,7 @@ def test_a_node_in_progress_in_another_domain_finishes_before_anything_starts() 
     assert (schedule.starts, schedule.current_domain) == ([], "a")
     assert schedule.waiting == (
         "nodes of domain b are in progress while the rollout is on domain a (the order, a zone label or "
-        "the fleet changed mid-rollout): no node starts until they finish"
+        "the fleet changed mid-rollout): no node starts until they finish; in progress: n1"
     )
     done = fleet(("n1", "b", DONE), ("n2", "a", REQ), ("n3", "a", REQ), ("n4", "b", REQ))
     assert plan_starts(done, policy(maxParallelUpgrades=0, maxUnavailable="100%"), T0, True, set()).starts == [
@@ -205,7 +208,10 @@ def test_the_soak_counts_from_the_domain_the_rollout_left() -> None:
     nodes = fleet(("a1", "a", REQ), ("b1", "b", DONE, {"since": -30}), ("c1", "c", REQ))
     pol = policy(failureDomains={"soakSeconds": 60})
     schedule = plan_starts(nodes, pol, T0, True, set(), last_domain="b")
-    assert (schedule.starts, schedule.waiting) == ([], "soaking domain b for 30s more")
+    assert (schedule.starts, schedule.waiting) == (
+        [],
+        f"soaking domain b for 30s more (failureDomains.soakSeconds 60, until {at(30)}); then domain a starts",
+    )
 
 
 def test_a_last_domain_that_is_gone_starts_from_the_order() -> None:
@@ -219,7 +225,8 @@ def test_a_last_domain_that_is_gone_starts_from_the_order() -> None:
 def test_the_next_domain_waits_until_the_current_is_finished() -> None:
     nodes = fleet(("a1", "a", DONE), ("a2", "a", S.UNCORDON_REQUIRED), ("b1", "b", REQ), ("b2", "b", REQ))
     schedule = plan_starts(nodes, policy(maxParallelUpgrades=0, maxUnavailable="100%"), T0, True, set())
-    assert (schedule.starts, schedule.current_domain, schedule.waiting) == ([], "a", None)
+    assert (schedule.starts, schedule.current_domain) == ([], "a")
+    assert schedule.waiting == "domain b waits for the canary domain a to finish: a2 (in progress)"
 
 
 def test_the_canary_domain_goes_first() -> None:
@@ -249,10 +256,11 @@ def _soaking() -> list[NodeView]:
 @pytest.mark.parametrize(
     ("now", "expected", "waiting"),
     [
-        (T0 + 250, [], "soaking domain a for 600s more"),
-        (T0 + 400, [], "soaking domain a for 450s more"),
-        (T0 + 849, [], "soaking domain a for 1s more"),
-        (T0 + 849.5, [], "soaking domain a for 1s more"),  # never "0s more" while still soaking
+        (T0 + 250, [], f"soaking domain a for 600s more (failureDomains.soakSeconds 600, until {at(850)})"),
+        (T0 + 400, [], f"soaking domain a for 450s more (failureDomains.soakSeconds 600, until {at(850)})"),
+        (T0 + 849, [], f"soaking domain a for 1s more (failureDomains.soakSeconds 600, until {at(850)})"),
+        # never "0s more" while still soaking
+        (T0 + 849.5, [], f"soaking domain a for 1s more (failureDomains.soakSeconds 600, until {at(850)})"),
         (T0 + 850, ["b1"], None),
         (T0 + 5000, ["b1"], None),
     ],
@@ -261,7 +269,8 @@ def test_the_next_domain_starts_soak_seconds_after_the_last_node_finished(
     now: float, expected: list[str], waiting: str | None
 ) -> None:
     schedule = plan_starts(_soaking(), SOAK, now, True, set())
-    assert (schedule.starts, schedule.current_domain, schedule.waiting) == (expected, "b", waiting)
+    then = f"{waiting}; then domain b starts" if waiting else None
+    assert (schedule.starts, schedule.current_domain, schedule.waiting) == (expected, "b", then)
 
 
 def test_soak_does_not_stop_a_domain_already_under_way() -> None:
@@ -329,7 +338,10 @@ def test_a_failed_node_still_costs_budget_when_acknowledged() -> None:
     nodes = fleet(("a1", "a", FAILED), ("b1", "b", REQ))
     schedule = plan_starts(nodes, policy(maxUnavailable=1), T0, True, {"a1"})
     assert (schedule.starts, schedule.current_domain) == ([], "b")
-    assert schedule.waiting == "maxUnavailable 1 reached (1 node unavailable)"
+    assert schedule.waiting == (
+        "maxUnavailable 1 reached: a1 (upgrade-failed); recover it or raise maxUnavailable; "
+        "see runbooks/rollout-halted.md"
+    )
 
 
 def test_everything_finished() -> None:

@@ -259,7 +259,7 @@ def test_not_done_while_anything_is_pending(nodes: list[NodeView]) -> None:
 def test_running_says_why_nothing_starts() -> None:
     nodes = [node("a", S.POD_RESTART_REQUIRED, zone="a"), node("b", S.UPGRADE_REQUIRED, zone="a")]
     result = status(nodes, policy(maxUnavailable=4))
-    assert (result["phase"], result["message"]) == ("Running", "maxParallelUpgrades 1 reached")
+    assert (result["phase"], result["message"]) == ("Running", "maxParallelUpgrades 1 reached: a (in progress)")
     assert status(nodes, with_schedule=False)["message"] == "rolling"
 
 

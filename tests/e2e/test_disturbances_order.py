@@ -134,7 +134,7 @@ def test_no_domain_starts_beside_the_one_in_progress(disturbance: str) -> None:
     if disturbance == "zone relabelled":
         assert (
             "nodes of domain us-east-1c are in progress while the rollout is on domain us-east-1b (the order, a "
-            "zone label or the fleet changed mid-rollout): no node starts until they finish"
+            "zone label or the fleet changed mid-rollout): no node starts until they finish; in progress: gpu-b-02"
         ) in messages
     if disturbance == "rollout undone":
         for node in domain_of:
@@ -203,7 +203,11 @@ def test_a_bogus_state_label_on_a_cordoned_node_does_not_free_the_budget() -> No
     assert starts_after(w, relabelled) == [], "a node started while the relabelled node held the budget"
     assert cordoned_by_us_at_once(w) == 1
     assert status["phase"] == "Running"
-    assert status["message"] == "maxUnavailable 1 reached (1 node unavailable)"
+    assert status["message"] == (
+        "maxUnavailable 1 reached: gpu-a-01 (invalid, cordoned by upgrader); fix what makes it invalid or raise "
+        "maxUnavailable; see runbooks/rollout-halted.md"
+    )
+    assert status["waiting_on"]["nodes"] == [{"node": "gpu-a-01", "why": "invalid, cordoned by upgrader"}]
     reason = f"label {STATE_LABEL}: unknown upgrade state 'bogus'"
     assert status["invalid"] == [{"node": "gpu-a-01", "reason": reason}]
     assert w.stored_status()[1]["invalid"] == status["invalid"]

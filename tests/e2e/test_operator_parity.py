@@ -227,4 +227,7 @@ def test_max_unavailable_zero_upgrades_only_nodes_already_unavailable(rollout: A
     assert r.node("gpu-b-01")["spec"].get("unschedulable") is True
     others = [n for n in r.info.nodes if n != "gpu-b-01"]
     assert {r.node(n)["metadata"]["labels"][STATE_LABEL] for n in others} == {State.UPGRADE_REQUIRED.value}
-    assert status["message"] == "maxUnavailable 0: only nodes already unavailable (cordoned or NotReady) start"
+    assert status["message"] == (
+        "maxUnavailable 0: only nodes already unavailable (cordoned or NotReady) start; gpu-b-02 is available and "
+        "waits; raise maxUnavailable; see runbooks/rollout-halted.md"
+    )

@@ -22,9 +22,15 @@ from .conftest import FAST_POLICY, Rollout
 
 
 def status_json(r: Rollout, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """The status as `upgrader status -o json` shows it once `run_until` has stopped the controller:
+    the last status on stdout, and exit 1 with a line saying no controller runs (it released the Lease)."""
     capsys.readouterr()
-    assert main(["status", "-o", "json", "--kubeconfig", str(r.kubeconfig)]) == 0
-    return json.loads(capsys.readouterr().out)
+    assert main(["status", "-o", "json", "--kubeconfig", str(r.kubeconfig)]) == 1
+    out, err = capsys.readouterr()
+    assert "upgrader: no controller is running: Lease gpu-operator/gpu-driver-upgrader has no holder" in err
+    status: dict[str, Any] = json.loads(out)
+    assert status["controller"]["alive"] is False
+    return status
 
 
 def test_healthy_rollout_finishes_with_every_promise_kept(
@@ -219,10 +225,15 @@ def test_pause_stops_new_starts_and_resume_continues(
     rollout: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     r: Rollout = rollout("healthy")
+    # pause changes the status a controller wrote: before any ran it refuses and writes nothing
+    assert main(["pause", "--kubeconfig", str(r.kubeconfig)]) == 1
+    assert r.cluster.get("configmaps", "gpu-driver-upgrade-status", "gpu-operator") is None
+    r.run_until(("Running",), timeout=30)
+    started = len(r.recorder.starts())
     assert main(["pause", "--kubeconfig", str(r.kubeconfig)]) == 0
     status = r.run_until(("Paused",), timeout=30, hold=1.0)
-    assert status["nodes_by_state"][State.UPGRADE_REQUIRED.value] == 6
-    assert r.recorder.starts() == []
+    assert len(r.recorder.starts()) == started, "no new starts while paused"
+    assert status["nodes_by_state"][State.UPGRADE_REQUIRED.value] == 6 - started
     assert main(["resume", "--kubeconfig", str(r.kubeconfig)]) == 0
     r.run_until(("Done",), timeout=90)
 

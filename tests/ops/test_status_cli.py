@@ -30,7 +30,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmulatedC
     build(cluster, "pdb-blocked")
     url = cluster.serve()
     kubeconfig = cluster.write_kubeconfig(tmp_path_factory.mktemp("status") / "kubeconfig")
-    controller = build_controller(k8s.ApiClient(k8s.Configuration(host=url)), Policy(), Settings(identity="status"))
+    # A Lease that outlasts the module: `status` leads with "no controller is running" once it expires.
+    settings = Settings(identity="status", lease_duration_seconds=3600)
+    controller = build_controller(k8s.ApiClient(k8s.Configuration(host=url)), Policy(), settings)
     for _ in range(3):
         controller.reconcile()
     yield cluster, kubeconfig

@@ -288,8 +288,9 @@ def test_table_output_reads_in_one_screen(tmp_path: Path, capsys: pytest.Capture
     assert main(["plan", "--dry-run", "--from-file", str(listing)]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("PLAN (dry run): 6 of 6 nodes to upgrade")
-    assert out[1] == "FINDINGS: 1 blocking, 0 warnings"
-    assert out[2].split()[:3] == ["BLOCKING", "pdb-blocks-eviction", "gpu-a-01"]
+    assert out[1] == "BUDGETS: maxParallelUpgrades 1, maxUnavailable 25% of 6 nodes = 2, soak 0s between domains"
+    assert out[2] == "FINDINGS: 1 blocking, 0 warnings"
+    assert out[3].split()[:3] == ["BLOCKING", "pdb-blocks-eviction", "gpu-a-01"]
     assert len(out) < 40
 
 

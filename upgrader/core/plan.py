@@ -86,6 +86,11 @@ class Plan:
     waves: list[dict[str, Any]]
     canary: str | None
     policy: Policy
+    driver_nodes: int = 0  # the nodes a percentage maxUnavailable is of: every node with a driver
+
+    @property
+    def max_unavailable_nodes(self) -> int:
+        return self.policy.max_unavailable_nodes(self.driver_nodes)
 
     @property
     def blocking(self) -> bool:
@@ -104,9 +109,27 @@ class Plan:
                 "warnings": sum(1 for f in self.findings if f.severity == WARNING),
                 "max_parallel_upgrades": self.policy.max_parallel_upgrades,
                 "max_unavailable": str(self.policy.max_unavailable),
+                "max_unavailable_nodes": self.max_unavailable_nodes,
+                "driver_nodes": self.driver_nodes,
                 "soak_seconds": self.policy.failure_domains.soak_seconds,
+                "budgets": budgets(self.policy, self.driver_nodes),
             },
         }
+
+
+def budgets(policy: Policy, driver_nodes: int) -> str:
+    """The budgets as `run` resolves them on this fleet: `maxUnavailable 10% of 40 nodes = 4`."""
+    parallel = policy.max_parallel_upgrades
+    limit = policy.max_unavailable_nodes(driver_nodes)
+    unavailable = f"maxUnavailable {policy.max_unavailable}"
+    if isinstance(policy.max_unavailable, str):
+        unavailable += f" of {driver_nodes} node{'' if driver_nodes == 1 else 's'} = {limit}"
+    if limit == 0:
+        unavailable += " (only nodes already unavailable start)"
+    return (
+        f"maxParallelUpgrades {parallel}{' (no limit)' if parallel == 0 else ''}, {unavailable}, "
+        f"soak {policy.failure_domains.soak_seconds}s between domains"
+    )
 
 
 def build_plan(
@@ -134,11 +157,15 @@ def build_plan(
         plans[name] = plan
     for node in managed.managed:
         plans[node.name] = _node_plan(snapshot, node, policy, now, options, pdbs_by_namespace, covering)
+    # Skipped and invalid nodes never start but count, as in `run`: in the base of a percentage, and
+    # against the budget while unavailable.
+    bystanders = [snapshot.nodes[n] for n in [*managed.skipped, *(n for n, _ in managed.invalid)]]
     _assign_waves(
         [snapshot.nodes[n] for n in plans if plans[n].action in ("upgrade", "in-progress", "up-to-date", "failed")],
         plans,
         policy,
         now,
+        bystanders,
     )
     findings = [f for p in plans.values() for f in p.findings]
     never = [p.name for p in plans.values() if p.action == "upgrade" and p.wave is None]
@@ -153,7 +180,8 @@ def build_plan(
     for p in ordered:
         if p.wave is not None:
             waves.setdefault(p.wave, {"wave": p.wave, "domain": p.domain, "nodes": []})["nodes"].append(p.name)
-    return Plan(ordered, findings, list(waves.values()), canary_domain(managed.managed, policy), policy)
+    canary = canary_domain(managed.managed, policy)
+    return Plan(ordered, findings, list(waves.values()), canary, policy, len(managed.managed) + len(bystanders))
 
 
 def _state(node: NodeView) -> str | None:
@@ -272,7 +300,9 @@ def _drain_pods(pods: list[PodView], policy: Policy) -> list[PodView]:
     return [p for p in pods if drained(p, selector)]
 
 
-def _assign_waves(nodes: list[NodeView], plans: dict[str, NodePlan], policy: Policy, now: float) -> None:
+def _assign_waves(
+    nodes: list[NodeView], plans: dict[str, NodePlan], policy: Policy, now: float, bystanders: Sequence[NodeView]
+) -> None:
     """Replay the scheduler: each round's starts are a wave; started nodes then count as done.
 
     Each round shows `plan_starts` only what can change its answer: the next candidates of the
@@ -295,6 +325,8 @@ def _assign_waves(nodes: list[NodeView], plans: dict[str, NodePlan], policy: Pol
             node = replace(node, state=State.DONE)
         current[node.name] = node
     background = {n.name for n in current.values() if is_unavailable(n)}
+    held = [b for b in bystanders if is_unavailable(b)]
+    size = len(current) + len(bystanders)
     limit = policy.max_parallel_upgrades or len(current)
     wave = 1
     for domain in domain_order(list(current.values()), no_soak):
@@ -306,7 +338,7 @@ def _assign_waves(nodes: list[NodeView], plans: dict[str, NodePlan], policy: Pol
             window = [current[n.name] for n in queue[:limit]]
             names = {n.name for n in window}
             view = window + [current[b] for b in background if b not in names]
-            starts = set(plan_starts(view, no_soak, now, True, set(), fleet_size=len(current)).starts)
+            starts = set(plan_starts(view, no_soak, now, True, set(), fleet_size=size, bystanders=held).starts)
             if not starts:
                 break  # this domain cannot finish, so no later domain starts (as `run` would halt)
             for name in sorted(starts):

@@ -21,10 +21,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from upgrader.core import waits
 from upgrader.core.policy import OnNodeFailure, Policy
 from upgrader.core.states import IN_PROGRESS, STATE_SINCE, State
-from upgrader.core.timefmt import parse_or_none
+from upgrader.core.timefmt import parse_or_none, rfc3339
 from upgrader.core.views import NodeView
+from upgrader.core.waits import Wait
 
 NO_DOMAIN = "<none>"
 
@@ -33,11 +35,15 @@ NO_DOMAIN = "<none>"
 class Schedule:
     starts: list[str]
     current_domain: str | None
-    waiting: str | None  # why nothing (more) starts, when that is the case
+    wait: Wait | None  # why no node starts, when none does though some wait
     domains: list[str]
     in_progress: int
     unavailable: int
     max_unavailable: int
+
+    @property
+    def waiting(self) -> str | None:
+        return self.wait.text if self.wait else None
 
 
 def domain_of(node: NodeView, policy: Policy) -> str:
@@ -78,9 +84,9 @@ def pick_domain(
     policy: Policy,
     acknowledged: set[str],
     last: str | None,
-) -> tuple[str | None, str | None, str | None]:
-    """The domain the rollout is on, the domain finished just before it (for the soak), and why no node
-    may start at all.
+) -> tuple[str | None, str | None, list[str]]:
+    """The domain the rollout is on, the domain finished just before it (for the soak), and the other
+    domains with nodes in progress (then no node may start at all).
 
     The order is a property of the cluster's state, not of the policy text alone. The rollout stays on
     `last` (the current domain of the last status written) until it is finished, and only then takes
@@ -98,19 +104,16 @@ def pick_domain(
     unfinished = [d for d in order if not finished(d)]
     active = [d for d in order if any(n.state in IN_PROGRESS for n in by_domain[d])]
     if not unfinished:
-        return None, None, None
+        return None, None, []
     current = last if last in unfinished and last is not None else unfinished[0]
     elsewhere = [d for d in active if d != current]
     if elsewhere:
-        return current, None, (
-            f"nodes of domain {', '.join(elsewhere)} are in progress while the rollout is on domain {current} "
-            "(the order, a zone label or the fleet changed mid-rollout): no node starts until they finish"
-        )
+        return current, None, elsewhere
     # The soak counts from the domain finished just before this one: the last one the rollout was on
     # when it moves on, or the one before this in the order.
     index = order.index(current)
     before = last if last in order and last != current else (order[index - 1] if index > 0 else None)
-    return current, (before if before is not None and finished(before) else None), None
+    return current, (before if before is not None and finished(before) else None), []
 
 
 def plan_starts(
@@ -141,33 +144,37 @@ def plan_starts(
     size = len(nodes) + len(bystanders) if fleet_size is None else fleet_size
     max_unavailable = policy.max_unavailable_nodes(size)
 
-    def result(starts: list[str], domain: str | None, waiting: str | None) -> Schedule:
+    def result(starts: list[str], domain: str | None, wait: Wait | None = None) -> Schedule:
         return Schedule(
             starts,
             domain,
-            waiting,
+            wait if may_start else None,  # halted or paused: the status says why instead
             order,
             in_progress + len(starts),
             unavailable + sum(1 for s in starts if not is_unavailable(_node(nodes, s))),
             max_unavailable,
         )
 
-    current, previous, stuck = pick_domain(order, by_domain, policy, acknowledged_failures, last_domain)
-    if current is None or stuck:
-        return result([], current, stuck)
+    current, previous, elsewhere = pick_domain(order, by_domain, policy, acknowledged_failures, last_domain)
+    if current is None:
+        return result([], None)
+    candidates = sorted((n for n in by_domain[current] if n.state is State.UPGRADE_REQUIRED), key=_start_order)
+    next_ = candidates[0].name if candidates else None
+    if elsewhere:
+        busy = [n for d in elsewhere for n in by_domain[d] if n.state in IN_PROGRESS]
+        return result([], current, waits.other_domain(elsewhere, current, busy, next_))
     if previous is not None and policy.failure_domains.soak_seconds:
         # A lost clock reads as "just finished" (the soak waits) until the pass restamps it.
         finished_at = max((parse_or_none(n.annotations.get(STATE_SINCE)) or now) for n in by_domain[previous])
         soak_until = finished_at + policy.failure_domains.soak_seconds
         if now < soak_until and not any(n.state in IN_PROGRESS for n in by_domain[current]):
             left = math.ceil(soak_until - now)  # never "0s more" while still soaking
-            return result([], current, f"soaking domain {previous} for {left}s more")
-    candidates = sorted(
-        (n for n in by_domain[current] if n.state is State.UPGRADE_REQUIRED),
-        key=lambda n: (not is_unavailable(n), n.name),
-    )
-    if not candidates or not may_start:
-        return result([], current, None)
+            seconds = policy.failure_domains.soak_seconds
+            return result([], current, waits.soak(previous, left, rfc3339(soak_until), seconds, current, next_))
+    if not may_start:
+        return result([], current)
+    if not candidates:
+        return result([], current, _next_domain_waits(order, by_domain, current, policy, acknowledged_failures))
     parallel = policy.max_parallel_upgrades
     slots = (parallel - in_progress) if parallel else len(candidates)
     budget = max_unavailable - unavailable
@@ -180,16 +187,41 @@ def plan_starts(
             continue
         budget -= cost
         starts.append(node.name)
-    waiting = None
-    if not starts:
-        nodes_word = "node" if unavailable == 1 else "nodes"
-        if parallel and in_progress >= parallel:
-            waiting = f"maxParallelUpgrades {parallel} reached"
-        elif max_unavailable == 0:
-            waiting = "maxUnavailable 0: only nodes already unavailable (cordoned or NotReady) start"
-        else:
-            waiting = f"maxUnavailable {max_unavailable} reached ({unavailable} {nodes_word} unavailable)"
-    return result(starts, current, waiting)
+    if starts:
+        return result(starts, current)
+    if parallel and in_progress >= parallel:
+        wait = waits.max_parallel(parallel, [n for n in nodes if n.state in IN_PROGRESS], current, next_)
+    elif max_unavailable == 0:
+        wait = waits.max_unavailable_zero(max_unavailable, [n.name for n in candidates], current)
+    else:
+        holders = [waits.behind(n) for n in nodes if is_unavailable(n)]
+        holders += [waits.behind(n, bystander=True) for n in bystanders if is_unavailable(n)]
+        wait = waits.max_unavailable(max_unavailable, holders, current, next_)
+    return result([], current, wait)
+
+
+def _next_domain_waits(
+    order: list[str],
+    by_domain: dict[str, list[NodeView]],
+    current: str,
+    policy: Policy,
+    acknowledged: set[str],
+) -> Wait | None:
+    """The domain the rollout is on has nothing left to start: the next domain with a node to start
+    waits for it to finish (None when no node waits anywhere)."""
+    queued = {d: [n for n in by_domain[d] if n.state is State.UPGRADE_REQUIRED] for d in order if d != current}
+    waiting = next((d for d, nodes in queued.items() if nodes), None)
+    if waiting is None:
+        return None
+    go_on = policy.on_node_failure is OnNodeFailure.CONTINUE and current != order[0]
+    unfinished = [n for n in by_domain[current] if not _finished(n, acknowledged, go_on)]
+    first = min(queued[waiting], key=_start_order)
+    return waits.previous_domain(current, current == order[0], unfinished, waiting, first.name)
+
+
+def _start_order(node: NodeView) -> tuple[bool, str]:
+    """Nodes already unavailable first (they start without spending budget), then by name."""
+    return not is_unavailable(node), node.name
 
 
 def _node(nodes: list[NodeView], name: str) -> NodeView:

@@ -1,10 +1,12 @@
-"""Starts: which nodes leave upgrade-required this pass, and what is recorded of them first."""
+"""Starts: which nodes leave upgrade-required this pass, and what is recorded of them first; when
+none can, an Event saying what they wait on (once per change of it)."""
 
 from __future__ import annotations
 
 from upgrader.core.actions import (
     Action,
 )
+from upgrader.core.events import waiting_events
 from upgrader.core.fleet import fleet
 from upgrader.core.machine import fire
 from upgrader.core.node_context import context, restart_only_digest
@@ -34,7 +36,8 @@ from upgrader.core.views import NodeView, Snapshot
 def start_nodes(
     snapshot: Snapshot, policy: Policy, now: float, may_start: bool, acknowledged: set[str]
 ) -> tuple[Schedule, list[Action]]:
-    """Pick nodes to leave upgrade-required, recording what they were like before we touched them."""
+    """Pick nodes to leave upgrade-required, recording what they were like before we touched them;
+    or say what they wait on, when that changed since the last status."""
     split = fleet(snapshot)
     nodes = split.managed
     bystanders = [snapshot.nodes[name] for name in [*split.skipped, *(name for name, _ in split.invalid)]]
@@ -48,7 +51,7 @@ def start_nodes(
         last_domain=last if isinstance(last, str) else None,
         bystanders=bystanders,
     )
-    actions: list[Action] = []
+    actions: list[Action] = list(waiting_events(schedule.wait, snapshot.control.previous))
     stamp = rfc3339(now)
     for name in schedule.starts:
         node = snapshot.nodes[name]

@@ -160,10 +160,13 @@ def rollout_status(
         + (f"; {len(invalid)} invalid, not upgraded: {', '.join(sorted(n for n, _ in invalid))}" if invalid else ""),
         "Running": schedule.waiting if schedule and schedule.waiting else "rolling",
     }[phase]
+    # What no node starting waits on, for scripts and `-o json`; the message says it in words.
+    wait = schedule.wait if schedule and phase == "Running" else None
     return {
         "phase": phase,
         "message": message,
         "halt_reason": halt,
+        "waiting_on": wait.to_dict() if wait else None,
         "nodes_total": len(nodes),
         "nodes_by_state": by_state,
         "current_domain": schedule.current_domain if schedule else None,
@@ -198,8 +201,11 @@ def meaningful(status: dict[str, Any]) -> dict[str, Any]:
 
 
 def phase_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list[Action]:
-    """A Warning on the node that halted the rollout, when the rollout becomes Halted."""
+    """A Warning on the node that halted the rollout, when the rollout becomes Halted. Not again when a
+    pause ends over the halt it was paused on: a Paused status keeps its `halt_reason`."""
     if status["phase"] != "Halted" or previous.get("phase") == "Halted":
+        return []
+    if previous.get("phase") == "Paused" and previous.get("halt_reason") == status["halt_reason"]:
         return []
     culprit = (status["blocked"] or status["failed"] or [{}])[0].get("node")
     return [Event(culprit, "Warning", f"rollout {status['message']}")] if culprit else []

@@ -1,0 +1,271 @@
+"""`upgrader status` says whether a controller still acts on what it shows (the Lease), and when the
+status was written; `pause`/`resume` never write a status nobody made; without `-n` the CLI finds the
+controller's namespace (issue 13, item 4)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+
+from upgrader.cli import main
+from upgrader.config import Settings
+from upgrader.controller import Controller
+from upgrader.core.policy import Policy
+from upgrader.core.timefmt import rfc3339, rfc3339_micro
+from upgrader.runner import build_controller
+from upgrader.sim.cluster import EmulatedCluster
+from upgrader.sim.scenarios import build
+
+CM = "gpu-driver-upgrade-status"
+LEASE = ("leases", "coordination.k8s.io", "v1")
+MERGE = "application/merge-patch+json"
+STALE = re.compile(
+    r"no controller is running: Lease gpu-operator/gpu-driver-upgrader last renewed by ctl-trust at "
+    r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ), expired (\d+)s ago; this status may be stale"
+)
+
+
+class Served:
+    def __init__(self, tmp: Path, scenario: str = "pdb-blocked") -> None:
+        self.cluster = EmulatedCluster()
+        build(self.cluster, scenario)
+        self.url = self.cluster.serve()
+        self.kubeconfig = str(self.cluster.write_kubeconfig(tmp / "kubeconfig"))
+
+    def controller(self, namespace: str = "gpu-operator", leader_election: bool = True) -> Controller:
+        if self.cluster.get("namespaces", namespace) is None:
+            self.cluster.create("namespaces", {"metadata": {"name": namespace}})
+        settings = Settings(identity="ctl-trust", namespace=namespace, lease_duration_seconds=15)
+        ctl = build_controller(k8s.ApiClient(k8s.Configuration(host=self.url)), Policy(), settings, leader_election)
+        for _ in range(20):  # the scenario's PDB halts the canary within a few passes
+            if ctl.reconcile().status.get("phase") == "Halted":
+                break
+        return ctl
+
+    def renewed_ago(self, seconds: float, namespace: str = "gpu-operator") -> float:
+        """Move the Lease's renewTime into the past, as if the controller had stopped then."""
+        when = time.time() - seconds
+        spec = {"renewTime": rfc3339_micro(when)}
+        self.cluster.store.patch(self.cluster.type(*LEASE), namespace, "gpu-driver-upgrader", MERGE, {"spec": spec})
+        return when
+
+    def writes(self) -> list[str]:
+        return [f"{r.method} {r.path}" for r in self.cluster.requests if r.method != "GET"]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    s = Served(tmp_path)
+    yield s
+    s.cluster.stop()
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ----- a running controller, a stopped one, none ---------------------------------------------------
+
+
+def test_status_names_the_lease_holder_and_when_it_expires(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    served.controller()
+    code, out, err = cli(capsys, "status", "--kubeconfig", served.kubeconfig, "-n", "gpu-operator")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].startswith("PHASE: Halted   halted: gpu-a-01 blocked")
+    assert re.fullmatch(r"UPDATED: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(\d+s ago\)   NODES: 6", lines[1]), lines[1]
+    assert re.fullmatch(
+        r"CONTROLLER: ctl-trust \(Lease gpu-operator/gpu-driver-upgrader renewed (\S+) \(\d+s ago\), expires (\S+)\)",
+        lines[2],
+    ), lines[2]
+
+
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_machine_output_carries_the_controller(
+    served: Served, capsys: pytest.CaptureFixture[str], output: str
+) -> None:
+    served.controller()
+    code, out, err = cli(capsys, "status", "--kubeconfig", served.kubeconfig, "-n", "gpu-operator", "-o", output)
+    assert (code, err) == (0, "")
+    shown = json.loads(out) if output == "json" else yaml.safe_load(out)
+    controller = shown["controller"]
+    assert (controller["holder"], controller["alive"]) == ("ctl-trust", True)
+    assert controller["lease"] == "gpu-operator/gpu-driver-upgrader"
+    renewed = time.mktime(time.strptime(controller["renewed"], "%Y-%m-%dT%H:%M:%SZ"))
+    expires = time.mktime(time.strptime(controller["expires"], "%Y-%m-%dT%H:%M:%SZ"))
+    assert expires - renewed == 15
+    assert shown["phase"] == "Halted" and shown["updated_at"]
+
+
+def test_status_after_the_controller_stopped_says_so_first_and_exits_1(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    served.controller()
+    stopped = served.renewed_ago(100)
+    code, out, err = cli(capsys, "status", "--kubeconfig", served.kubeconfig, "-n", "gpu-operator")
+    assert (code, err) == (1, "")
+    first, second = out.splitlines()[:2]
+    found = STALE.fullmatch(first)
+    assert found, first
+    assert found.group(1) == rfc3339(stopped)
+    assert 84 <= int(found.group(2)) <= 87  # 100 s ago, for 15 s
+    assert second.startswith("PHASE: Halted")
+    assert "CONTROLLER: none (Lease gpu-operator/gpu-driver-upgrader)" in out
+
+
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_machine_output_after_the_controller_stopped(
+    served: Served, capsys: pytest.CaptureFixture[str], output: str
+) -> None:
+    served.controller()
+    stopped = served.renewed_ago(100)
+    code, out, err = cli(capsys, "status", "--kubeconfig", served.kubeconfig, "-n", "gpu-operator", "-o", output)
+    assert code == 1
+    assert err.count("\n") == 1 and STALE.fullmatch(err.removeprefix("upgrader: ").rstrip("\n")), err
+    shown = json.loads(out) if output == "json" else yaml.safe_load(out)
+    assert shown["controller"] == {
+        "lease": "gpu-operator/gpu-driver-upgrader",
+        "holder": "ctl-trust",
+        "renewed": rfc3339(stopped),
+        "expires": rfc3339(stopped + 15),
+        "alive": False,
+    }
+
+
+def test_a_released_lease_means_no_controller(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    ctl = served.controller()
+    assert ctl.elector is not None
+    ctl.elector.release()  # what a clean shutdown does
+    code, out, _ = cli(capsys, "status", "--kubeconfig", served.kubeconfig, "-n", "gpu-operator")
+    assert code == 1
+    assert out.splitlines()[0] == (
+        "no controller is running: Lease gpu-operator/gpu-driver-upgrader has no holder (released); "
+        "this status may be stale"
+    )
+
+
+def test_no_lease_means_no_controller(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    served.controller(leader_election=False)
+    code, out, _ = cli(capsys, "status", "--kubeconfig", served.kubeconfig, "-n", "gpu-operator")
+    assert code == 1
+    assert out.splitlines()[0] == (
+        "no controller is running: no Lease gpu-operator/gpu-driver-upgrader (none has run here, or it runs "
+        "with --no-leader-election); this status may be stale"
+    )
+
+
+# ----- pause and resume need a status to change ----------------------------------------------------
+
+
+@pytest.mark.parametrize("verb", ["pause", "resume"])
+def test_pause_and_resume_refuse_where_nothing_ran(
+    served: Served, capsys: pytest.CaptureFixture[str], verb: str
+) -> None:
+    code, out, err = cli(capsys, verb, "--kubeconfig", served.kubeconfig)
+    assert (code, out) == (1, "")
+    assert err == (
+        f"upgrader: cannot {verb}: no rollout status in configmap gpu-operator/{CM}, nor in namespace "
+        "upgrader-system (has the controller run yet? -n names its namespace)\n"
+    )
+    assert served.writes() == []
+    assert served.cluster.get("configmaps", CM, "gpu-operator") is None
+
+
+def test_resume_leaves_a_blank_status_alone_and_status_does_not_show_phase_none(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What `resume` wrote on a cluster where nothing ran, before: a ConfigMap with no status."""
+    served.cluster.create("configmaps", {"metadata": {"name": CM}, "data": {"paused": "false"}}, "gpu-operator")
+    before = served.cluster.get("configmaps", CM, "gpu-operator")
+    code, out, err = cli(capsys, "resume", "--kubeconfig", served.kubeconfig, "-n", "gpu-operator")
+    assert (code, out) == (1, "")
+    assert err == (
+        f"upgrader: cannot resume: no rollout status in configmap gpu-operator/{CM} (has the controller run yet?)\n"
+    )
+    assert served.cluster.get("configmaps", CM, "gpu-operator") == before
+    code, out, err = cli(capsys, "status", "--kubeconfig", served.kubeconfig, "-n", "gpu-operator")
+    assert (code, out) == (1, "")
+    assert "PHASE: None" not in err and err.count("\n") == 1
+
+
+def test_pause_and_resume_change_a_running_controllers_status(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ctl = served.controller()
+    assert cli(capsys, "pause", "--kubeconfig", served.kubeconfig, "-n", "gpu-operator") == (
+        0, f"paused: no new node starts (configmap gpu-operator/{CM})\n", "")
+    assert ctl.reconcile().status["phase"] == "Paused"
+    code, out, _ = cli(capsys, "resume", "--kubeconfig", served.kubeconfig, "-n", "gpu-operator")
+    assert (code, out) == (0, "resumed: failures recorded so far are acknowledged; the rollout continues\n")
+    assert ctl.reconcile().status["phase"] == "Halted"
+
+
+# ----- which namespace ----------------------------------------------------------------------------
+
+
+def test_without_n_the_deployed_namespace_is_found_and_named(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    served.controller(namespace="upgrader-system")
+    code, out, err = cli(capsys, "status", "--kubeconfig", served.kubeconfig)
+    assert code == 0
+    assert err == "upgrader: namespace upgrader-system (the controller's status or Lease is there; -n chooses)\n"
+    assert "Lease upgrader-system/gpu-driver-upgrader" in out
+    code, out, _ = cli(capsys, "pause", "--kubeconfig", served.kubeconfig)
+    assert (code, out) == (0, f"paused: no new node starts (configmap upgrader-system/{CM})\n")
+    assert (served.cluster.get("configmaps", CM, "upgrader-system") or {})["data"]["paused"] == "true"
+    assert served.cluster.get("configmaps", CM, "gpu-operator") is None
+
+
+def test_a_controller_in_both_namespaces_is_refused_without_n(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    served.controller(namespace="upgrader-system")
+    served.controller(namespace="gpu-operator")
+    writes = served.writes()
+    for verb in ("status", "pause", "resume"):
+        code, out, err = cli(capsys, verb, "--kubeconfig", served.kubeconfig)
+        assert (code, out) == (2, "")
+        assert err == (
+            "upgrader: error: a controller's status or Lease is in each of namespaces upgrader-system and "
+            "gpu-operator: say which with -n (or UPGRADER_NAMESPACE)\n"
+        )
+    assert served.writes() == writes
+    assert cli(capsys, "pause", "--kubeconfig", served.kubeconfig, "-n", "gpu-operator")[0] == 0
+
+
+def test_upgrader_namespace_is_used_as_given(
+    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served.controller(namespace="upgrader-system")
+    served.controller(namespace="gpu-operator")
+    monkeypatch.setenv("UPGRADER_NAMESPACE", "upgrader-system")
+    code, out, err = cli(capsys, "status", "--kubeconfig", served.kubeconfig, "-o", "json")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["controller"]["lease"] == "upgrader-system/gpu-driver-upgrader"
+
+
+# ----- an API server that does not answer ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("verb", "words"), [("status", "read status"), ("pause", "pause"), ("resume", "resume")])
+def test_an_unreachable_api_server_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], verb: str, words: str
+) -> None:
+    gone = Served(tmp_path)
+    gone.cluster.stop()
+    code, out, err = cli(capsys, verb, "--kubeconfig", gone.kubeconfig, "-n", "gpu-operator")
+    assert (code, out) == (1, "")
+    # The cause's words are the API client's (connection refused, or a timeout): one line of them.
+    server = r"http://127\.0\.0\.1:\d+"
+    assert re.fullmatch(rf"upgrader: cannot {words}: cannot reach the API server {server}: .+\n", err), err

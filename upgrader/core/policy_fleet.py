@@ -1,0 +1,84 @@
+"""Does the policy fit the fleet: the failure domains it names must be ones the managed GPU nodes are in.
+
+A misspelt `failureDomains.canary` (`us-east-1z`), an `order` entry no node is in, or a `labelKey` no
+node carries would otherwise be ignored in silence: the canary would be whichever domain sorts first,
+or every node would land in domain `<none>`. Checked by `plan`, and by `run` and `demo` before their
+first write; pure, so all three say it in the same words.
+
+- `failureDomains.labelKey` other than the default that no managed node carries is refused. The
+  default key (`topology.kubernetes.io/zone`) carried by none is a cluster without zones: every node
+  is in one domain, as documented, unless the policy names domains.
+- `failureDomains.canary` and each entry of `failureDomains.order` must be the label value of at
+  least one managed node.
+- With no managed node at all there is nothing to judge against (GPU nodes not joined yet): no problem
+  is reported; a controller's later passes say it when the fleet does not fit (see `status_problem`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Set
+from typing import Any
+
+from upgrader.core.policy import FailureDomains, Policy
+from upgrader.core.schedule import NO_DOMAIN
+from upgrader.core.views import NodeView
+
+DEFAULT_LABEL_KEY: str = FailureDomains.model_fields["label_key"].default
+ZONE_KEYS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+SHOWN = 10  # domains named in a message; the rest are counted
+
+
+def fleet_problem(policy: Policy, managed: Iterable[NodeView]) -> str | None:
+    """What in the policy names a failure domain no managed node is in, as `<field>: <why>`; else None."""
+    key = policy.failure_domains.label_key
+    domains: set[str] = set()
+    count = 0
+    for node in managed:
+        count += 1
+        value = node.labels.get(key)
+        if value:  # an empty value is no domain, as `schedule.domain_of` reads it
+            domains.add(value)
+    return domains_problem(policy, domains, count)
+
+
+def status_problem(policy: Policy, status: Mapping[str, Any]) -> str | None:
+    """The same judgement from a rollout status (its `domains` are those of the managed nodes)."""
+    names = {str(d.get("name")) for d in status.get("domains") or () if isinstance(d, Mapping)}
+    return domains_problem(policy, names - {NO_DOMAIN}, int(status.get("nodes_total") or 0))
+
+
+def domains_problem(policy: Policy, domains: Set[str], managed: int) -> str | None:
+    """`domains`: the values of `failureDomains.labelKey` the `managed` managed nodes carry."""
+    if managed == 0:
+        return None
+    fd = policy.failure_domains
+    if not domains and fd.label_key != DEFAULT_LABEL_KEY:
+        nodes = "node" if managed == 1 else "nodes"
+        return (
+            f'failureDomains.labelKey: "{fd.label_key}" is a label no managed GPU node carries ({managed} {nodes}): '
+            f"every node would be in domain {NO_DOMAIN}"
+        )
+    named = [("failureDomains.canary", fd.canary)] if fd.canary else []
+    named += [(f"failureDomains.order.{index}", domain) for index, domain in enumerate(fd.order)]
+    for field, domain in named:
+        if domain not in domains:
+            noun, known = _noun(fd.label_key), _known(fd.label_key, domains)
+            return f'{field}: "{domain}" is not the {noun} of any managed GPU node ({known})'
+    return None
+
+
+def refusal(problem: str, policy_path: str | None) -> str:
+    """The one line a command refuses with: `policy <file>: <field>: <why>`."""
+    return f"policy {policy_path}: {problem}" if policy_path else f"policy: {problem}"
+
+
+def _noun(key: str) -> str:
+    return "zone" if key in ZONE_KEYS else "failure domain"
+
+
+def _known(key: str, domains: Set[str]) -> str:
+    if not domains:
+        return f"no managed GPU node carries label {key}"
+    names = sorted(domains)
+    shown = ", ".join(names[:SHOWN]) + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
+    return f"zones: {shown}" if key in ZONE_KEYS else f"label {key}: {shown}"
