@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -19,6 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTALL = "install it with `sudo apt-get install prometheus` (Debian/Ubuntu: gives prometheus and promtool)"
@@ -52,12 +53,6 @@ def write_rules(directory: Path) -> Path:
     path = directory / "upgrader-rules.yaml"
     path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False))
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Prometheus:

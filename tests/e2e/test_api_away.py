@@ -7,17 +7,15 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 import yaml
 
+from tests.conftest import free_port as closed_port
 from upgrader.sim import errors
 from upgrader.sim.api import Request, Response, encode
 from upgrader.sim.cluster import EmulatedCluster
@@ -33,32 +31,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CAP = "retrying with backoff (up to 30 s)"
 STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ")
 FORBIDDEN = 'leases.coordination.k8s.io "gpu-driver-upgrader" is forbidden: User "upgrader" cannot get resource'
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture
-def silent_server() -> Iterator[str]:
-    """Accepts connections and never answers."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                held.append(listener.accept()[0])
-            except OSError:
-                return
-
-    threading.Thread(target=accept, daemon=True).start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    listener.close()
-    for conn in held:
-        conn.close()
 
 
 class Replica:

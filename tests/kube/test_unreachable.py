@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.server
 import json
 import logging
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port as closed_port
 from upgrader.core.views import node_view
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.client import api_client
@@ -23,12 +23,6 @@ from upgrader.kube.reachability import BACKOFF_CAP_SECONDS
 
 FORBIDDEN = 'nodes is forbidden: User "system:anonymous" cannot list resource "nodes" in API group ""'
 CLI = {"attempts": 3, "max_delay": 5}  # what upgrader/commands.py builds its KubeApi with
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])  # closed again when the block ends: nothing listens
 
 
 def kubeconfig(tmp_path: Path, server: str) -> str:
@@ -43,26 +37,6 @@ def kubeconfig(tmp_path: Path, server: str) -> str:
 
 def cli_api(tmp_path: Path, server: str) -> KubeApi:
     return KubeApi(api_client(kubeconfig(tmp_path, server)), **CLI)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def silent_server() -> Iterator[str]:
-    """Accepts connections and never answers."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                held.append(listener.accept()[0])
-            except OSError:
-                return
-
-    threading.Thread(target=accept, daemon=True).start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    listener.close()
-    for conn in held:
-        conn.close()
 
 
 @pytest.fixture
