@@ -206,7 +206,7 @@ class Controller:
             self.api.reachability.failed("reconcile loop", away)
         else:
             self.api.reachability.answered("reconcile loop")
-        return report.result == "error" or away is not None
+        return away is not None  # a pass that erred on an answer (a refused write) keeps the pace: its Lease needs it
 
     def _rest(self, failed: bool, backoff: Backoff, stop: threading.Event, wake: threading.Event) -> bool:
         """Wait before the next pass; True when `stop` was set meanwhile.
