@@ -10,7 +10,9 @@ import pytest
 
 from upgrader.cli import main
 
-BACKWARD = "admitted: backward compatibility (driver 550.90.07 >= 525, the upper bound of the CUDA 11 window)"
+BACKWARD = (
+    "admitted: backward compatibility (driver 550.90.07 >= 520.61.05, the toolkit driver of CUDA 11.8 GA (11.8.0))"
+)
 
 
 def compat(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -28,7 +30,23 @@ def compat(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, st
             ["--driver", "525", "--cuda", "12.0"],
             0,
             "admitted: minor-version compatibility",
-            ("at or above 525",),
+            ("at or above 525", "below 525.60.13, the toolkit driver of CUDA 12.0 GA"),
+        ),
+        (["--driver", "535.54.03", "--cuda", "12.2", "--ptx-jit"], 0, "admitted: backward compatibility", ()),
+        (["--driver", "535.54.02", "--cuda", "12.2", "--ptx-jit"], 1, "refused: ", ("below 535.54.03",)),
+        (["--driver", "535.104.05", "--cuda", "12.2.2", "--ptx-jit"], 0, "admitted: backward", ("Update 2",)),
+        (["--driver", "535.86.10", "--cuda", "12.2.2", "--ptx-jit"], 1, "refused: ", ("below 535.104.05",)),
+        (
+            ["--driver", "600", "--cuda", "13.99"],
+            1,
+            "refused: CUDA 13.99 is not in the toolkit-driver table",
+            ("--floor 13.99=DRIVER",),
+        ),
+        (
+            ["--driver", "600", "--cuda", "13.99", "--ptx-jit", "--floor", "13.99=599.1"],
+            0,
+            "admitted: backward compatibility (driver 600 >= 599.1, the pinned toolkit driver of CUDA 13.99)",
+            (),
         ),
         (
             ["--driver", "535.104.05", "--cuda", "12.4", "--ptx-jit"],
@@ -36,8 +54,8 @@ def compat(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, st
             "refused: ",
             ("PTX JIT is not covered",),
         ),
-        (["--driver", "590.1", "--cuda", "13.0"], 0, "admitted: minor-version", ("no upper bound",)),
-        (["--driver", "590.1", "--cuda", "13.0", "--ptx-jit"], 1, "refused: ", ("PTX JIT",)),
+        (["--driver", "580.65.05", "--cuda", "13.0"], 0, "admitted: minor-version", ("below 580.65.06",)),
+        (["--driver", "580.65.05", "--cuda", "13.0", "--ptx-jit"], 1, "refused: ", ("PTX JIT",)),
         (
             ["--driver", "470.57.02", "--cuda", "12.2", "--forward-compat", "--fc-eligible"],
             0,
@@ -69,10 +87,10 @@ def compat(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, st
             (),
         ),
         (
-            ["--driver", "525.60.13", "--cuda", "12.0", "--floor", "12=525.60.13"],
+            ["--driver", "525.60.13", "--cuda", "12.1", "--floor", "12=525.60.13"],
             0,
             "admitted: minor-version",
-            (),
+            ("the pinned floor of the CUDA 12 window",),
         ),
         (
             ["--driver", "525.60.13", "--cuda", "11.8", "--floor", "12=525.60.13", "--floor", "11=470"],
@@ -99,6 +117,22 @@ def test_the_documented_example_is_exact(capsys: pytest.CaptureFixture[str]) -> 
     assert compat(capsys, "--driver", "550.90.07", "--cuda", "11.8") == (0, BACKWARD + "\n", "")
 
 
+def test_the_readme_examples_give_both_verdicts(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's compat lines, run as written: the one admitted with PTX JIT, the one refused."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    lines = [line for line in readme.splitlines() if line.startswith("upgrader compat ")]
+    verdicts = {}
+    for line in lines:
+        command, _, comment = line.partition("#")
+        code, out, err = compat(capsys, *command.split()[2:])
+        assert err == "" and out.startswith(comment.strip().split(":")[0] + ":"), (line, out)
+        verdicts[code] = out
+    assert sorted(verdicts) == [0, 1], lines
+    assert "--ptx-jit" in lines[0] and "--ptx-jit" in lines[1]
+    assert verdicts[0].startswith("admitted: backward compatibility (driver 550.90.07 >= 550.54.14")
+    assert "PTX JIT is not covered by minor-version compatibility" in verdicts[1]
+
+
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
@@ -120,6 +154,10 @@ def test_the_documented_example_is_exact(capsys: pytest.CaptureFixture[str]) -> 
         (["--driver", "525..1", "--cuda", "12.4"], "argument --driver: version '525..1' has an empty component"),
         (["--driver", "550 ", "--cuda", "12.4"], "argument --driver: version '550 ' contains whitespace"),
         (["--driver", "550", "--cuda", "twelve"], "argument --cuda: version 'twelve'"),
+        (["--driver", "550", "--cuda", "12"], "argument --cuda: CUDA release '12' is not X.Y or X.Y.Z, e.g. 12.4"),
+        (["--driver", "550", "--cuda", "12.4.127.1"], "argument --cuda: CUDA release '12.4.127.1' is not X.Y"),
+        (["--driver", "550", "--cuda", "12.4", "--floor", "12.4=550.1"], "below 550.54.14, the toolkit driver"),
+        (["--driver", "550", "--cuda", "12.4", "--floor", "12.x=550"], "'12.x' is not a CUDA major or a release"),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(
@@ -172,3 +210,15 @@ def test_installed_command_never_shows_a_traceback(
     assert "Traceback" not in done.stdout + done.stderr
     assert done.stdout.startswith(stdout_starts)
     assert done.stderr.startswith(stderr_starts) and done.stderr.count("\n") <= 1, done.stderr
+
+
+def test_docs_compatibility_examples_print_what_the_page_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/compatibility.md shows each command followed by its output line: run them and compare."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "compatibility.md").read_text()
+    block = page.split("```\n", 2)[1]
+    pairs = [chunk.splitlines() for chunk in block.strip().split("\n\n")]
+    assert len(pairs) == 2
+    for command, shown in pairs:
+        code, out, err = compat(capsys, *command.split()[2:])
+        assert (out, err) == (shown + "\n", ""), command
+        assert code == (0 if shown.startswith("admitted: ") else 1)

@@ -54,6 +54,7 @@ def _port(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from upgrader import compat_cli
     from upgrader.sim.scenarios import DEFAULT_NODES, SCENARIOS, ZONES
 
     nodes = _fleet_size(len(ZONES))
@@ -135,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--profiles", help="compatibility profiles YAML (example: policies/profiles.example.yaml)")
     plan.add_argument("--target-driver", help="driver version to plan for (default: each DaemonSet's)")
+    plan.add_argument(
+        "--floor", action="append", default=[], type=compat_cli.floor_item, metavar="KEY=VERSION",
+        help="for cuda-incompatible findings, as in `upgrader compat`: " + compat_cli.FLOOR_HELP,
+    )
     plan.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="output format (default: table)")
 
     status = commands.add_parser(
@@ -157,8 +162,6 @@ def build_parser() -> argparse.ArgumentParser:
             name, help=text, epilog="exit 1 (and nothing written) when no controller has written a status there"
         )
         _cluster_flags(control, FIND_NAMESPACE_HELP)
-    from upgrader import compat_cli
-
     compat_cli.add_parser(commands)
     return parser
 

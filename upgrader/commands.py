@@ -149,7 +149,7 @@ def demo(args: argparse.Namespace) -> int:
 def plan(args: argparse.Namespace) -> int:
     """Read-only: exit 0 without blocking findings, 1 with, 2 on bad input."""
     from upgrader import plan_source
-    from upgrader.core.compat import parse_version
+    from upgrader.core.compat import parse_floors, parse_version
     from upgrader.core.images import parse_ledger
     from upgrader.core.plan import PlanOptions, build_plan
     from upgrader.core.profiles import load_profiles_text
@@ -162,6 +162,10 @@ def plan(args: argparse.Namespace) -> int:
             parse_version(args.target_driver)
         except ValueError as exc:
             raise ConfigError(f"--target-driver {args.target_driver!r}: {exc}") from None
+    try:
+        floors = parse_floors(args.floor)
+    except ValueError as exc:  # each --floor was checked alone; this is two different ones for one key
+        raise ConfigError(f"--floor: {exc}") from None
     ledger = None
     if args.ledger:
         try:
@@ -190,7 +194,8 @@ def plan(args: argparse.Namespace) -> int:
     try:
         snapshot, resources = plan_source.to_snapshot(data, settings, plan_source.relevant_pods(policy), args.policy)
         del data  # the raw objects are not needed any more
-        result = build_plan(snapshot, policy, time.time(), PlanOptions(args.target_driver, ledger, profiles), resources)
+        options = PlanOptions(args.target_driver, ledger, profiles, floors)
+        result = build_plan(snapshot, policy, time.time(), options, resources)
     except RecursionError:  # a value about 1,000 levels deep in the file, which the plan met
         if not args.from_file:
             raise

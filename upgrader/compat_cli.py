@@ -1,8 +1,8 @@
-"""`upgrader compat`: may a workload built for CUDA R run on a node with driver D? (DOMAIN.md §5)
+"""`upgrader compat`: may a workload built for CUDA release R run on a node with driver D? (DOMAIN.md §5)
 
-Prints `admitted: <reason>` or `refused: <reason>`. Exit 0 admitted, 1 refused, 2 usage: a
-malformed --driver, --cuda or --floor is the user's typo, said in one line, not a verdict. (The
-check itself still fails closed on what it cannot read, for callers other than this command.)
+Prints `admitted: <reason>` or `refused: <reason>`, naming the path and the numbers it used. Exit 0
+admitted, 1 refused, 2 usage: a malformed --driver, --cuda or --floor is the user's typo, said in one
+line, not a verdict. (The check itself still fails closed on what it cannot read, for other callers.)
 """
 
 from __future__ import annotations
@@ -11,12 +11,18 @@ import argparse
 import sys
 from typing import Any
 
-from upgrader.core.compat import check, parse_floors, parse_version
+from upgrader.core.compat import check, parse_floors, parse_release, parse_version
 
 EXIT_ADMITTED, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 
 
-def _floor_item(text: str) -> str:
+FLOOR_HELP = (
+    "pin a floor (repeatable): MAJOR=VERSION raises a major's minimum driver, e.g. 12=525.60.13; "
+    "X.Y[.Z]=VERSION sets the toolkit driver of a release the table does not list yet, e.g. 13.6=600.12.01"
+)
+
+
+def floor_item(text: str) -> str:
     """Validate one --floor at parse time, so a bad one is argparse's one-line error (exit 2)."""
     try:
         parse_floors([text])
@@ -26,9 +32,18 @@ def _floor_item(text: str) -> str:
 
 
 def _version(text: str) -> str:
-    """Validate --driver and --cuda at parse time: a malformed one is argparse's one-line error (exit 2)."""
+    """Validate --driver at parse time: a malformed one is argparse's one-line error (exit 2)."""
     try:
         parse_version(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _release(text: str) -> str:
+    """Validate --cuda at parse time: X.Y or X.Y.Z, else argparse's one-line error (exit 2)."""
+    try:
+        parse_release(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
@@ -39,13 +54,21 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     compat = commands.add_parser(
         "compat",
         help="may a workload built for CUDA R run on driver D (backward, minor-version, forward compat)",
-        description="Check a driver / CUDA runtime pair against the compatibility rules. "
+        description="Check a driver / CUDA release pair: backward compatibility at or above the "
+        "release's toolkit driver (NVIDIA's table), minor-version compatibility from the major's "
+        "minimum driver up to it (no PTX JIT), forward compatibility below it. "
         "Exit 0 admitted, 1 refused, 2 usage error.",
     )
     compat.add_argument(
         "--driver", required=True, type=_version, metavar="D", help="node driver version, e.g. 550.90.07"
     )
-    compat.add_argument("--cuda", required=True, type=_version, metavar="R", help="workload CUDA runtime, e.g. 12.4")
+    compat.add_argument(
+        "--cuda",
+        required=True,
+        type=_release,
+        metavar="R",
+        help="the workload's CUDA release: X.Y for its GA (e.g. 12.4) or X.Y.Z for that release (e.g. 12.4.1)",
+    )
     compat.add_argument("--ptx-jit", action="store_true", help="the workload JIT-compiles PTX")
     compat.add_argument(
         "--forward-compat", action="store_true", help="the workload image ships the cuda-compat package"
@@ -59,9 +82,9 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "--floor",
         action="append",
         default=[],
-        type=_floor_item,
-        metavar="MAJOR=VERSION",
-        help="pin a patch-level floor, e.g. 12=525.60.13 (repeatable)",
+        type=floor_item,
+        metavar="KEY=VERSION",
+        help=FLOOR_HELP,
     )
 
 

@@ -1,9 +1,10 @@
 """Driver / CUDA compatibility (DOMAIN.md §5): the three paths, their boundaries, and failing closed.
 
 Windows (CUDA major: floor, upper bound): 11: 450-525, 12: 525-580, 13: 580-none. Backward
-compatibility at or above the upper bound (PTX JIT fine); minor-version compatibility from the floor
-up to the upper bound (no PTX JIT); forward compatibility below the floor (cuda-compat package,
-eligible hardware, host branch >= 450). Unknown majors and malformed input are refusals.
+compatibility at or above the toolkit driver of the workload's release (PTX JIT fine); minor-version
+compatibility from the floor up to it (no PTX JIT); forward compatibility below the floor (cuda-compat
+package, eligible hardware, host branch >= 450). Unknown majors, releases the table lacks and malformed
+input are refusals. The table itself: tests/core/test_cuda_releases.py.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from upgrader.core.compat import (
     FORWARD_COMPAT_MIN,
     WINDOWS,
+    Floors,
     Verdict,
     affinity_verdict,
     check,
@@ -24,6 +26,7 @@ from upgrader.core.compat import (
     parse_version,
     workload_verdict,
 )
+from upgrader.core.cuda_releases import RELEASES, ToolkitRelease, lookup
 from upgrader.core.views import pod_view
 
 PATHS = {"backward", "minor-version", "forward-compat"}
@@ -31,7 +34,7 @@ FC: dict[str, Any] = {
     "forward_compat": True,
     "fc_eligible": True,
 }  # both forward-compatibility conditions a pod/node set
-PINNED = {12: (525, 60, 13)}  # "older CUDA 12 notes said >= 525.60.13" (DOMAIN.md §5)
+PINNED: Floors = {12: (525, 60, 13)}  # "older CUDA 12 notes said >= 525.60.13" (DOMAIN.md §5)
 
 
 def one_line(verdict: Verdict) -> Verdict:
@@ -123,9 +126,14 @@ def test_parse_version_rejects_non_text_with_a_value_error(value: Any) -> None:
         (["13=600.1"], {13: (600, 1)}),  # CUDA 13 has no upper bound to stay below
         (["12=525.60.13", "12=525.60.13"], {12: (525, 60, 13)}),  # repeated, same value
         (("12=530" for _ in range(1)), {12: (530,)}),  # any iterable
+        (["13.99=612.01"], {(13, 99): (612, 1)}),  # a release the table lacks: its toolkit driver
+        (["13.0.9=580.100"], {(13, 0, 9): (580, 100)}),
+        (["12.4=550.54.14"], {(12, 4): (550, 54, 14)}),  # a listed release: at NVIDIA's value ...
+        (["12.4=560"], {(12, 4): (560,)}),  # ... or raising it
+        (["12=530", "12.4=560"], {12: (530,), (12, 4): (560,)}),
     ],
 )
-def test_parse_floors(items: Any, expected: dict[int, tuple[int, ...]]) -> None:
+def test_parse_floors(items: Any, expected: dict[Any, tuple[int, ...]]) -> None:
     assert parse_floors(items) == expected
 
 
@@ -135,10 +143,17 @@ def test_parse_floors(items: Any, expected: dict[int, tuple[int, ...]]) -> None:
         (["12"], "floor '12' is not MAJOR=VERSION"),
         (["12=525=1"], "floor '12=525=1' is not MAJOR=VERSION"),
         (["12:525"], "floor '12:525' is not MAJOR=VERSION"),
-        (["=525"], "floor '=525': CUDA major '' is not an integer"),
-        (["twelve=525"], "CUDA major 'twelve' is not an integer"),
-        (["-12=525"], "CUDA major '-12' is not an integer"),
-        (["12 =525"], "CUDA major '12 ' is not an integer"),
+        (["=525"], "floor '=525': '' is not a CUDA major or a release X.Y[.Z]"),
+        (["twelve=525"], "'twelve' is not a CUDA major or a release"),
+        (["-12=525"], "'-12' is not a CUDA major or a release"),
+        (["12 =525"], "'12 ' is not a CUDA major or a release"),
+        (["12.4.127.1=560"], "'12.4.127.1' is not a CUDA major or a release X.Y[.Z]"),
+        (["12.4=550.54.13"], "below 550.54.14, the toolkit driver of CUDA 12.4 GA (12.4.0); a pinned"),
+        (["12.4.1=550.54.14"], "below 550.54.15, the toolkit driver of CUDA 12.4 Update 1"),
+        (["12.10=580"], "floor '12.10=580' is not below 580, the upper bound of the CUDA 12 window"),
+        (["13.99=579"], "below 580, the documented floor of the CUDA 13 window"),
+        (["14.1=600"], "no compatibility rule recorded for CUDA 14"),
+        (["13.99=600", "13.99=601"], "floor '13.99=601': CUDA 13.99 already has floor 600"),
         (["12="], "floor '12=': the version is empty"),
         (["12=abc"], "floor '12=abc': version 'abc' is not a non-negative integer"),
         (["12=525..13"], "floor '12=525..13': version '525..13' has an empty component"),
@@ -166,34 +181,32 @@ def test_parse_floors_names_the_bad_item(items: Any, message: str) -> None:
 
 # (driver, cuda, keywords, path or None for a refusal, words the reason must contain)
 CASES: list[tuple[str, str, dict[str, Any], str | None, tuple[str, ...]]] = [
-    # backward compatibility: D at or above the window's upper bound; PTX JIT is fine
-    ("550.90.07", "11.8", {}, "backward", ("driver 550.90.07 >= 525", "upper bound of the CUDA 11 window")),
-    ("525", "11.0", {}, "backward", ("driver 525 >= 525",)),  # exactly at the upper bound
+    # backward compatibility: D at or above the toolkit driver of the release; PTX JIT is fine
+    ("550.90.07", "11.8", {}, "backward", ("driver 550.90.07 >= 520.61.05", "toolkit driver of CUDA 11.8 GA")),
+    ("525", "11.0", {}, "backward", ("driver 525 >= 450.51.05", "CUDA 11.0.2 GA")),  # 11.0 GA is 11.0.2
     ("525.0.0", "11.4", {}, "backward", ()),
-    ("525.60.13", "11.8", {"ptx_jit": True}, "backward", ()),  # (525, 60, 13) >= (525,)
-    ("580", "12.4", {"ptx_jit": True}, "backward", ("driver 580 >= 580", "CUDA 12 window")),
-    ("580.65.06", "12.9", {"ptx_jit": True}, "backward", ()),
-    ("999.1", "11", {"ptx_jit": True}, "backward", ()),
-    # minor-version compatibility: floor <= D < upper bound, SASS only
-    ("450", "11.0", {}, "minor-version", ("at or above 450", "below its upper bound 525")),  # at floor
+    ("525.60.13", "11.8", {"ptx_jit": True}, "backward", ()),
+    ("580", "12.4", {"ptx_jit": True}, "backward", ("driver 580 >= 550.54.14", "CUDA 12.4 GA (12.4.0)")),
+    ("535.104.05", "12.2", {"ptx_jit": True}, "backward", ("535.104.05 >= 535.54.03",)),
+    ("579.99", "12.8", {"ptx_jit": True, **FC}, "backward", ("579.99 >= 570.26",)),
+    ("580.65.06", "13.0", {}, "backward", ("580.65.06 >= 580.65.06", "CUDA 13.0 GA")),
+    ("999.1", "11.8", {"ptx_jit": True}, "backward", ()),
+    ("999.99", "13.2", {"ptx_jit": True}, "backward", ()),
+    ("550.90.07", "012.4", {}, "backward", ("CUDA 12.4 GA",)),  # leading zeros are still 12.4
+    # minor-version compatibility: floor <= D < the toolkit driver, SASS only
+    ("450", "11.0", {}, "minor-version", ("at or above 450, the floor of the CUDA 11 window", "below 450.51.05")),
     ("450.0", "11.0", {}, "minor-version", ()),
     ("450.36.06", "11.0", {}, "minor-version", ()),
-    ("524.99.99", "11.8", {}, "minor-version", ()),  # one patch below the upper bound
-    ("525", "12.0", {}, "minor-version", ("at or above 525", "floor of the CUDA 12 window")),  # at floor
-    ("525.60.13", "12.0", {}, "minor-version", ()),
+    ("520.61.04", "11.8", {}, "minor-version", ("below 520.61.05, the toolkit driver of CUDA 11.8 GA",)),
+    ("525", "12.0", {}, "minor-version", ("at or above 525, the floor of the CUDA 12 window",)),  # at floor
     ("535.104.05", "12.4", {}, "minor-version", ()),
-    ("579.99.99", "12.8", {}, "minor-version", ()),
     ("535.104.05", "12.4", {**FC}, "minor-version", ()),  # cuda-compat does not matter here
+    ("580", "13.0", {}, "minor-version", ("at or above 580", "below 580.65.06, the toolkit driver of CUDA 13.0 GA")),
     # ... and PTX JIT is not covered by it
     ("450", "11.0", {"ptx_jit": True}, None, ("PTX JIT is not covered by minor-version compatibility",)),
-    ("535.104.05", "12.2", {"ptx_jit": True}, None, ("PTX JIT is not covered", "driver >= 580")),
-    ("579.99", "12.8", {"ptx_jit": True, **FC}, None, ("PTX JIT is not covered",)),
-    # CUDA 13: floor 580, no upper bound, so no backward path
-    ("580", "13.0", {}, "minor-version", ("at or above 580", "no upper bound recorded")),
-    ("580.65.06", "13.0", {}, "minor-version", ()),
-    ("999.99", "13.2", {}, "minor-version", ()),
+    ("535.183.06", "12.4", {"ptx_jit": True}, None, ("PTX JIT is not covered", "driver >= 550.54.14")),
+    ("570.25.99", "12.8", {"ptx_jit": True, **FC}, None, ("PTX JIT is not covered", "below 570.26")),
     ("580", "13.0", {"ptx_jit": True}, None, ("PTX JIT is not covered", "ship SASS")),
-    ("999", "13", {"ptx_jit": True}, None, ("PTX JIT is not covered",)),
     ("579.99", "13.0", {}, None, ("below 580, the floor of the CUDA 13 window",)),
     ("570.1", "13.0", {**FC, "ptx_jit": True}, "forward-compat", ("below 580",)),
     # forward compatibility: D below the floor, with all three conditions
@@ -224,17 +237,17 @@ CASES: list[tuple[str, str, dict[str, Any], str | None, tuple[str, ...]]] = [
     ("525.60.11", "12.0", {"floors": PINNED}, None, ("below 525.60.13, the pinned floor of the CUDA 12",)),
     ("525.60.12", "12.0", {"floors": PINNED}, None, ()),  # one patch below the pinned floor
     ("525.60.11", "12.0", {"floors": PINNED, **FC}, "forward-compat", ("below 525.60.13",)),
-    ("525.60.13", "12.0", {"floors": PINNED}, "minor-version", ("at or above 525.60.13",)),  # at it
-    ("525.61", "12.0", {"floors": PINNED}, "minor-version", ()),
-    ("526", "12.0", {"floors": PINNED}, "minor-version", ()),
-    ("525", "12.0", {"floors": PINNED}, None, ("below 525.60.13",)),  # plain "525" is 525.0.0
-    ("525.60", "12.0", {"floors": PINNED}, None, ()),  # 525.60 is 525.60.0
+    ("525.60.13", "12.1", {"floors": PINNED}, "minor-version", ("at or above 525.60.13, the pinned floor",)),
+    ("525.61", "12.1", {"floors": PINNED}, "minor-version", ()),
+    ("525", "12.1", {"floors": PINNED}, None, ("below 525.60.13",)),  # plain "525" is 525.0.0
+    ("525.60", "12.1", {"floors": PINNED}, None, ()),  # 525.60 is 525.60.0
+    ("525.60.13", "12.0", {"floors": PINNED}, "backward", ()),  # the toolkit driver of 12.0 GA itself
     # prefixes: the shorter tuple is padded with zeros, so 525.60 == 525.60.0 and 525 == 525.0.0
-    ("525.60", "12.0", {"floors": {12: (525, 60, 0)}}, "minor-version", ("at or above 525.60.0",)),
-    ("525", "12.0", {"floors": {12: (525, 0, 0)}}, "minor-version", ()),
+    ("525.60", "12.1", {"floors": {12: (525, 60, 0)}}, "minor-version", ("at or above 525.60.0",)),
+    ("525", "12.1", {"floors": {12: (525, 0, 0)}}, "minor-version", ()),
     ("450", "12.0", {"floors": {12: (525, 0)}}, None, ("below 525, the floor",)),  # not a raise
-    ("580", "12.0", {"floors": PINNED, "ptx_jit": True}, "backward", ()),  # the upper bound is unchanged
-    ("470", "11.0", {"floors": PINNED}, "minor-version", ()),  # pins only its own major
+    ("530.30.02", "12.1", {"floors": PINNED, "ptx_jit": True}, "backward", ()),  # toolkit drivers unchanged
+    ("450.1", "11.0", {"floors": PINNED}, "minor-version", ()),  # pins only its own major
     ("510", "12.0", {"floors": {12: (500,)}}, None, ("below 525, the floor",)),  # pins never lower
     ("525", "12.0", {"floors": {12: (500,)}}, "minor-version", ()),
     ("525.60.11", "12.0", {"floors": {}}, "minor-version", ()),
@@ -245,13 +258,16 @@ CASES: list[tuple[str, str, dict[str, Any], str | None, tuple[str, ...]]] = [
     ("535", "12.0", {"floors": {12: (525, -1)}}, None, ("not a version tuple",)),
     ("535", "12.0", {"floors": {12: (True,)}}, None, ("not a version tuple",)),
     ("535", "12.0", {"floors": ["12=525"]}, None, ("pinned floors are not a mapping",)),
+    ("535", "12.4", {"floors": {(12, 4): "550"}}, None, ("pinned floor for CUDA 12.4 is not a version",)),
     # unknown CUDA majors have no rule
     ("550.90.07", "10.2", {}, None, ("no compatibility rule recorded for CUDA 10",)),
     ("550.90.07", "14.0", {}, None, ("no compatibility rule recorded for CUDA 14",)),
-    ("550.90.07", "14", {**FC}, None, ("no compatibility rule recorded for CUDA 14",)),
+    ("550.90.07", "14.0", {**FC}, None, ("no compatibility rule recorded for CUDA 14",)),
     ("550.90.07", "9.2", {}, None, ("CUDA 9",)),
-    ("550.90.07", "0", {}, None, ("CUDA 0",)),
-    ("550.90.07", "012.4", {}, "minor-version", ()),  # leading zeros are still CUDA 12
+    ("550.90.07", "0.0", {}, None, ("CUDA 0",)),
+    # a release is X.Y or X.Y.Z: a bare major cannot pick a toolkit driver, four parts are a component
+    ("999", "13", {}, None, ("cannot read the CUDA version", "'13' is not X.Y or X.Y.Z")),
+    ("550", "12.4.127.1", {}, None, ("is not X.Y or X.Y.Z",)),
 ]
 
 
@@ -270,11 +286,19 @@ def test_check(
         assert word in verdict.reason
 
 
-def test_backward_reason_reads_as_documented() -> None:
-    assert check("550.90.07", "11.8") == Verdict(
+def test_reasons_read_as_documented() -> None:
+    """DOMAIN.md §5's own example, word for word: 550.90.07 admits a CUDA 12.4 PTX workload, 535.183.06 does not."""
+    assert check("550.90.07", "12.4", ptx_jit=True) == Verdict(
         True,
         "backward",
-        "backward compatibility (driver 550.90.07 >= 525, the upper bound of the CUDA 11 window)",
+        "backward compatibility (driver 550.90.07 >= 550.54.14, the toolkit driver of CUDA 12.4 GA (12.4.0))",
+    )
+    assert check("535.183.06", "12.4", ptx_jit=True) == Verdict(
+        False,
+        None,
+        "driver 535.183.06 is at or above 525, the floor of the CUDA 12 window, and below 550.54.14, the toolkit "
+        "driver of CUDA 12.4 GA (12.4.0), but PTX JIT is not covered by minor-version compatibility: move the "
+        "node to a driver >= 550.54.14 or ship SASS for the target GPUs",
     )
 
 
@@ -378,7 +402,7 @@ def test_check_never_raises_and_admissions_carry_a_path(
     ptx_jit: bool,
     forward_compat: bool,
     fc_eligible: bool,
-    floors: dict[int, tuple[int, ...]] | None,
+    floors: Floors | None,
 ) -> None:
     verdict = one_line(
         check(
@@ -398,28 +422,66 @@ def test_check_never_raises_and_admissions_carry_a_path(
         assert verdict.path is None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(
     driver=st.lists(st.integers(min_value=0, max_value=999), min_size=1, max_size=3),
-    cuda=st.sampled_from(sorted(WINDOWS)),
+    release=st.sampled_from(sorted(RELEASES.values(), key=lambda r: r.version)),
+    short=st.booleans(),
     ptx_jit=st.booleans(),
 )
-def test_path_follows_the_integer_tuple_order(driver: list[int], cuda: int, ptx_jit: bool) -> None:
+def test_path_follows_the_integer_tuple_order(
+    driver: list[int], release: ToolkitRelease, short: bool, ptx_jit: bool
+) -> None:
+    """For every listed release: backward at or above its toolkit driver, minor-version from the
+    major's floor up to it (not with PTX JIT), forward compatibility below the floor."""
     version = tuple(driver)
-    assert parse_version(".".join(map(str, version))) == version
-    verdict = check(
-        ".".join(map(str, version)), f"{cuda}.0", ptx_jit=ptx_jit, forward_compat=True, fc_eligible=True
-    )
-    floor, upper = WINDOWS[cuda]
-    branch = version[0]
-    if upper is not None and branch >= upper[0]:
+    text = ".".join(map(str, version))
+    assert parse_version(text) == version
+    named = release.version[:2] if short and release.is_ga else release.version
+    toolkit = lookup(named)
+    assert toolkit is not None
+    verdict = check(text, ".".join(map(str, named)), ptx_jit=ptx_jit, forward_compat=True, fc_eligible=True)
+    floor, _ = WINDOWS[release.version[0]]
+    padded = version + (0,) * (3 - len(version))
+    if padded >= toolkit.driver + (0,) * (3 - len(toolkit.driver)):
         assert verdict.path == "backward"
-    elif branch >= floor[0]:
+    elif padded >= (*floor, 0, 0):
         assert verdict.path == (None if ptx_jit else "minor-version")
-    elif branch >= FORWARD_COMPAT_MIN[0]:
+    elif padded >= (*FORWARD_COMPAT_MIN, 0, 0):
         assert verdict.path == "forward-compat"
     else:
         assert not verdict.admitted
+
+
+@pytest.mark.parametrize("cuda", ["13.99", "12.4.127", "11.9", "13.0.3"])
+def test_a_release_the_table_lacks_is_refused_saying_how_to_pin_it(cuda: str) -> None:
+    verdict = one_line(check("999.99.99", cuda, ptx_jit=False))
+    assert not verdict.admitted
+    assert f"CUDA {cuda} is not in the toolkit-driver table" in verdict.reason
+    assert "the table needs that release" in verdict.reason
+    assert f"--floor {cuda}=DRIVER" in verdict.reason
+
+
+def test_an_unknown_update_names_the_releases_of_its_minor() -> None:
+    reason = check("560", "12.4.127").reason
+    assert "(the table lists CUDA 12.4 GA (12.4.0) and CUDA 12.4 Update 1 (12.4.1) of 12.4)" in reason
+
+
+def test_a_pinned_release_is_judged_by_its_pin() -> None:
+    floors = parse_floors(["13.99=612.01.02"])
+    assert check("612.1.2", "13.99", ptx_jit=True, floors=floors) == Verdict(
+        True, "backward", "backward compatibility (driver 612.1.2 >= 612.1.2, the pinned toolkit driver of CUDA 13.99)"
+    )
+    below = check("612.1.1", "13.99", ptx_jit=True, floors=floors)
+    assert not below.admitted and "below 612.1.2, the pinned toolkit driver of CUDA 13.99" in below.reason
+    assert check("612.1.1", "13.99", floors=floors).path == "minor-version"
+    # an X.Y pin covers that minor's updates too, and only ever raises NVIDIA's value
+    raised = parse_floors(["12.4=551"])
+    assert check("550.54.15", "12.4.1", ptx_jit=True, floors=raised).reason.endswith(
+        "move the node to a driver >= 551 or ship SASS for the target GPUs"
+    )
+    assert check("551", "12.4.1", ptx_jit=True, floors=raised).path == "backward"
+    assert check("550.54.15", "12.4.1", ptx_jit=True, floors={(12, 4): (550,)}).path == "backward"
 
 
 # ----- workload_verdict -------------------------------------------------------------------------------

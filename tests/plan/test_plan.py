@@ -138,7 +138,8 @@ def _annotate_pod(ns: str, name: str, annotations: dict[str, Any]) -> Craft:
 
 @pytest.mark.parametrize(("annotations", "words"), [
     ({"gpu-upgrader.io/cuda-runtime": "13.0"}, "CUDA 13"),
-    ({"gpu-upgrader.io/cuda-runtime": "12.4", "gpu-upgrader.io/ptx-jit": "true"}, "PTX"),
+    ({"gpu-upgrader.io/cuda-runtime": "12.8", "gpu-upgrader.io/ptx-jit": "true"}, "PTX"),
+    ({"gpu-upgrader.io/cuda-runtime": "13.99"}, "--floor 13.99=DRIVER"),
     ({"gpu-upgrader.io/cuda-runtime": "14.0"}, "CUDA 14"),
     ({"gpu-upgrader.io/cuda-runtime": "twelve"}, "twelve"),
 ])
@@ -149,6 +150,46 @@ def test_cuda_incompatible_workloads(tmp_path: Path, capsys: pytest.CaptureFixtu
     bad = findings(result, "cuda-incompatible")
     assert [(f["node"], f["severity"]) for f in bad] == [("gpu-b-02", "blocking")]
     assert "inference/triton-3" in bad[0]["message"] and words in bad[0]["message"]
+
+
+def test_a_ptx_workload_on_the_cuda_its_target_driver_shipped_with_is_fine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 14: 550.90.07 is above 12.4's toolkit driver 550.54.14, so a CUDA 12.4 PTX workload runs
+    under backward compatibility; CUDA 12.8 (toolkit driver 570.26) would be minor-version, without PTX JIT."""
+    ptx = {"gpu-upgrader.io/cuda-runtime": "12.4", "gpu-upgrader.io/ptx-jit": "true"}
+    code, result = plan(tmp_path, capsys, craft=_annotate_pod("inference", "triton-3", ptx))
+    assert findings(result, "cuda-incompatible") == [] and code == 0
+    newer = {**ptx, "gpu-upgrader.io/cuda-runtime": "12.8"}
+    code, result = plan(tmp_path, capsys, craft=_annotate_pod("inference", "triton-3", newer))
+    [bad] = findings(result, "cuda-incompatible")
+    assert code == 1 and "below 570.26, the toolkit driver of CUDA 12.8 GA (12.8.0)" in bad["message"]
+
+
+def test_plan_floor_pins_a_release_the_table_lacks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    unlisted = _annotate_pod("inference", "triton-3", {"gpu-upgrader.io/cuda-runtime": "12.99"})
+    code, result = plan(tmp_path, capsys, craft=unlisted)
+    [bad] = findings(result, "cuda-incompatible")
+    assert code == 1 and "--floor 12.99=DRIVER" in bad["message"]
+    code, result = plan(tmp_path, capsys, craft=unlisted, extra=["--floor", "12.99=550.90.07"])
+    assert findings(result, "cuda-incompatible") == [] and code == 0
+    needs = {"gpu-upgrader.io/cuda-runtime": "12.99", "gpu-upgrader.io/ptx-jit": "true"}
+    ptx = _annotate_pod("inference", "triton-3", needs)
+    code, result = plan(tmp_path, capsys, craft=ptx, extra=["--floor", "12.99=551"])
+    [bad] = findings(result, "cuda-incompatible")
+    assert code == 1 and "below 551, the pinned toolkit driver of CUDA 12.99, but PTX JIT" in bad["message"]
+
+
+def test_plan_floor_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    listing = tmp_path / "fleet.json"
+    listing.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))
+    base = ["plan", "--dry-run", "--from-file", str(listing)]
+    with pytest.raises(SystemExit) as exit_:
+        main([*base, "--floor", "12.4=500"])
+    assert exit_.value.code == 2
+    assert "argument --floor: floor '12.4=500' is below 525" in capsys.readouterr().err
+    assert main([*base, "--floor", "12.99=560", "--floor", "12.99=561"]) == 2
+    assert "--floor: floor '12.99=561': CUDA 12.99 already has floor 560" in capsys.readouterr().err
 
 
 def test_cuda_12_without_ptx_jit_is_fine_on_550(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

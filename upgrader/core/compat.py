@@ -1,11 +1,14 @@
-"""Driver / CUDA compatibility (DOMAIN.md §5): may a workload built for CUDA R run on driver D?
+"""Driver / CUDA compatibility (DOMAIN.md §5): may a workload built for CUDA release X.Y[.Z] run on driver D?
 
-R's major picks a window (floor F, upper bound U or none); three paths are tried in order:
-* backward: D >= U. A newer driver runs an older toolkit; PTX JIT is fine.
-* minor-version: F <= D < U (D >= F with no U). SASS builds only: PTX JIT is not covered.
+X's window gives the floor F (the major's minimum driver); the release's toolkit driver T comes from
+NVIDIA's table (`upgrader.core.cuda_releases`). Three paths are tried in order:
+* backward: D >= T. A driver at or above the one packaged with the toolkit; PTX JIT is fine.
+* minor-version: F <= D < T. SASS builds only: PTX JIT is not covered.
 * forward: D < F. Only with the cuda-compat package in the image, on eligible hardware, on a host
   branch >= 450. The package ships its own PTX JIT compiler, so PTX JIT does not matter here.
-Fail closed: an unknown CUDA major or anything malformed is a refusal saying why, never an exception.
+Fail closed: an unknown CUDA major, a release the table lacks, or anything malformed is a refusal
+saying why, never an exception. Every toolkit driver of a major is below its window's upper bound
+U, so every driver at or above U is backward compatible with the whole major (a test checks this).
 
 Versions are integer tuples compared after padding the shorter with zeros: (525,) is 525.0.0, the
 start of branch 525. So 525.60.13 is at or above an upper bound of (525,), 525.60.11 is below a
@@ -21,7 +24,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from upgrader.core.cuda_releases import NEWEST, RELEASES, lookup, siblings
+
 Version = tuple[int, ...]
+Floors = Mapping[int | Version, Version]  # a major -> its floor; a release X.Y[.Z] -> its toolkit driver
 PATHS = ("backward", "minor-version", "forward-compat")
 WINDOWS: Mapping[int, tuple[Version, Version | None]] = MappingProxyType(
     {11: ((450,), (525,)), 12: ((525,), (580,)), 13: ((580,), None)}
@@ -97,38 +103,81 @@ def parse_version(text: str) -> Version:
     return tuple(int(part) for part in parts)
 
 
-def parse_floors(items: Iterable[str]) -> dict[int, Version]:
-    """["12=525.60.13"] -> {12: (525, 60, 13)}: patch-level floors a fleet pins.
+def parse_release(text: str) -> Version:
+    """A CUDA release as a workload names it: "12.4" (its GA) or "12.4.1" (that release) -> a tuple.
 
-    A pinned floor needs a recorded window, may only raise the documented floor, and must stay below
-    the window's upper bound. A ValueError names the offending item."""
+    A ValueError says what is wrong: a bare major cannot pick a toolkit driver, and four parts are
+    a component's version (cudart 12.4.127 is not a toolkit release)."""
+    version = parse_version(text)
+    if len(version) not in (2, 3):
+        raise ValueError(f"CUDA release {_show(text)} is not X.Y or X.Y.Z, e.g. 12.4 or 12.4.1")
+    return version
+
+
+def _floor_key(item: str, key: str) -> int | Version:
+    """A --floor's left side: a CUDA major (its window's floor) or a release X.Y[.Z] (its toolkit driver)."""
+    if _DIGITS.fullmatch(key):
+        return int(key)
+    try:
+        return parse_release(key)
+    except ValueError:
+        raise ValueError(f"floor {_show(item)}: {_show(key)} is not a CUDA major or a release X.Y[.Z]") from None
+
+
+def _check_pin(item: str, key: int | Version, version: Version) -> None:
+    """A pin must fit the major's window and may only raise what NVIDIA documents."""
+    major = key if isinstance(key, int) else key[0]
+    if major not in WINDOWS:
+        raise ValueError(f"floor {_show(item)}: no compatibility rule recorded for CUDA {major}")
+    floor, upper = WINDOWS[major]
+    window = f"the CUDA {major} window"
+    if _cmp(version, floor) < 0:
+        why = f"the documented floor of {window}; a pinned floor may only raise it"
+        raise ValueError(f"floor {_show(item)} is below {_fmt(floor)}, {why}")
+    if upper is not None and _cmp(version, upper) >= 0:
+        raise ValueError(f"floor {_show(item)} is not below {_fmt(upper)}, the upper bound of {window}")
+    known = lookup(key) if isinstance(key, tuple) else None
+    if known is not None and _cmp(version, known.driver) < 0:
+        why = f"{known.what}; a pinned floor may only raise it"
+        raise ValueError(f"floor {_show(item)} is below {known.driver_text}, {why}")
+
+
+def parse_floors(items: Iterable[str]) -> dict[int | Version, Version]:
+    """Floors a fleet pins: ["12=525.60.13"] -> {12: (525, 60, 13)}; ["13.6=600.1"] -> {(13, 6): (600, 1)}.
+
+    A major's pin raises its minor-version floor; a release's pin is its toolkit driver, for a
+    release the table does not list yet (or to raise a listed one). Each needs a recorded window,
+    may only raise what is documented, and must stay below the window's upper bound. A ValueError
+    names the offending item."""
     if isinstance(items, str):
         raise ValueError(f"expected a list of MAJOR=VERSION items, got the single string {_show(items)}")
-    floors: dict[int, Version] = {}
+    floors: dict[int | Version, Version] = {}
     for item in items:
         if not isinstance(item, str) or item.count("=") != 1:
-            raise ValueError(f"floor {_show(item)} is not MAJOR=VERSION, e.g. 12=525.60.13")
-        major_text, version_text = item.split("=")
-        if not _DIGITS.fullmatch(major_text):
-            raise ValueError(f"floor {_show(item)}: CUDA major {_show(major_text)} is not an integer")
-        major = int(major_text)
-        if major not in WINDOWS:
-            raise ValueError(f"floor {_show(item)}: no compatibility rule recorded for CUDA {major}")
+            raise ValueError(f"floor {_show(item)} is not MAJOR=VERSION or X.Y[.Z]=VERSION, e.g. 12=525.60.13")
+        key_text, version_text = item.split("=")
+        key = _floor_key(item, key_text)
         try:
             version = parse_version(version_text)
         except ValueError as exc:
             raise ValueError(f"floor {_show(item)}: {exc}") from None
-        floor, upper = WINDOWS[major]
-        window = f"the CUDA {major} window"
-        if _cmp(version, floor) < 0:
-            why = f"the documented floor of {window}; a pinned floor may only raise it"
-            raise ValueError(f"floor {_show(item)} is below {_fmt(floor)}, {why}")
-        if upper is not None and _cmp(version, upper) >= 0:
-            raise ValueError(f"floor {_show(item)} is not below {_fmt(upper)}, the upper bound of {window}")
-        if floors.get(major, version) != version:
-            raise ValueError(f"floor {_show(item)}: CUDA {major} already has floor {_fmt(floors[major])}")
-        floors[major] = version
+        _check_pin(item, key, version)
+        if floors.get(key, version) != version:
+            what = f"CUDA {key}" if isinstance(key, int) else f"CUDA {_fmt(key)}"
+            raise ValueError(f"floor {_show(item)}: {what} already has floor {_fmt(floors[key])}")
+        floors[key] = version
     return floors
+
+
+def _pinned(floors: Mapping[Any, Any], key: int | Version) -> Version | str | None:
+    """The pin under `key`, None when there is none, or why it is unusable."""
+    pinned = floors.get(key)
+    if pinned is None:
+        return None
+    if not isinstance(pinned, tuple) or not pinned or not all(type(p) is int and p >= 0 for p in pinned):
+        what = f"CUDA {key}" if isinstance(key, int) else f"CUDA {_fmt(key)}"
+        return f"the pinned floor for {what} is not a version tuple ({_show(pinned)})"
+    return pinned
 
 
 def _floor(floors: object, major: int, documented: Version) -> Version | str:
@@ -137,12 +186,38 @@ def _floor(floors: object, major: int, documented: Version) -> Version | str:
         return documented
     if not isinstance(floors, Mapping):
         return f"the pinned floors are not a mapping of CUDA major to version ({type(floors).__name__})"
-    pinned = floors.get(major)
-    if pinned is None:
-        return documented
-    if not isinstance(pinned, tuple) or not pinned or not all(type(p) is int and p >= 0 for p in pinned):
-        return f"the pinned floor for CUDA {major} is not a version tuple ({_show(pinned)})"
+    pinned = _pinned(floors, major)
+    if pinned is None or isinstance(pinned, str):
+        return pinned or documented
     return pinned if _cmp(pinned, documented) > 0 else documented
+
+
+def _toolkit(floors: Mapping[Any, Any] | None, release: Version, text: str) -> tuple[Version, str, str] | str:
+    """The toolkit driver in force for `release`, as text, and whose it is; or why there is none.
+
+    NVIDIA's row, raised by a pin on the release (X.Y.Z, then X.Y); an unlisted release has only its pin."""
+    known = lookup(release)
+    best = None if known is None else (known.driver, known.driver_text, known.what)
+    keys = [release] if len(release) == 2 else [release, release[:2]]
+    for key in keys:
+        pinned = None if floors is None else _pinned(floors, key)
+        if isinstance(pinned, str):
+            return pinned
+        if pinned is not None and (best is None or _cmp(pinned, best[0]) > 0):
+            best = (pinned, _fmt(pinned), f"the pinned toolkit driver of CUDA {_fmt(key)}")
+    if best is not None:
+        return best
+    listed = siblings(release)
+    seen = (
+        f"the table lists {_join([r.label for r in listed])} of {_fmt(release[:2])}"
+        if listed
+        else f"the table lists CUDA {_fmt(min(RELEASES)[:2])} to {NEWEST.label}"
+    )
+    return (
+        f"CUDA {text} is not in the toolkit-driver table ({seen}), so backward and minor-version "
+        f"compatibility cannot be told apart: the table needs that release; meanwhile pin its toolkit "
+        f"driver from NVIDIA's release notes with --floor {text}=DRIVER"
+    )
 
 
 def _join(items: list[str]) -> str:
@@ -156,48 +231,45 @@ def check(
     ptx_jit: bool = False,
     forward_compat: bool = False,
     fc_eligible: bool = False,
-    floors: Mapping[int, Version] | None = None,
+    floors: Floors | None = None,
 ) -> Verdict:
-    """May a workload built for CUDA runtime `cuda` run on a node with driver `driver`? Never raises.
+    """May a workload built for CUDA release `cuda` (X.Y or X.Y.Z) run on driver `driver`? Never raises.
 
     `forward_compat` (the image ships cuda-compat) and `fc_eligible` (the node's hardware qualifies)
     grant only when exactly True; `ptx_jit` restricts when truthy."""
     problems = []
-    for what, text in (("driver", driver), ("CUDA", cuda)):
+    for what, text, parse in (("driver", driver, parse_version), ("CUDA", cuda, parse_release)):
         try:
-            parse_version(text)
+            parse(text)
         except ValueError as exc:
             problems.append(f"cannot read the {what} version: {exc}")
     if problems:
         return _refuse("; ".join(problems))
-    have, major = parse_version(driver), parse_version(cuda)[0]
+    have, release = parse_version(driver), parse_release(cuda)
+    major = release[0]
     if major not in WINDOWS:
         known = ", ".join(str(m) for m in sorted(WINDOWS))
         return _refuse(
             f"no compatibility rule recorded for CUDA {major} (rules exist for CUDA {known}); "
             "qualify one before admitting it"
         )
-    documented, upper = WINDOWS[major]
+    documented, _ = WINDOWS[major]
     floor = _floor(floors, major, documented)
     if isinstance(floor, str):
         return _refuse(floor)
-    window = f"the CUDA {major} window"
-    floor_of = f"the {'pinned ' if floor != documented else ''}floor of {window}"
+    toolkit = _toolkit(floors, release, cuda)
+    if isinstance(toolkit, str):
+        return _refuse(toolkit)
+    needed, needed_text, of_release = toolkit
+    floor_of = f"the {'pinned ' if floor != documented else ''}floor of the CUDA {major} window"
 
-    if upper is not None and _cmp(have, upper) >= 0:
-        reason = f"backward compatibility (driver {driver} >= {_fmt(upper)}, the upper bound of {window})"
-        return Verdict(True, "backward", reason)
+    if _cmp(have, needed) >= 0:
+        return Verdict(True, "backward", f"backward compatibility (driver {driver} >= {needed_text}, {of_release})")
     if _cmp(have, floor) >= 0:
-        span = f"at or above {_fmt(floor)}, {floor_of}, " + (
-            "which has no upper bound recorded" if upper is None else f"and below its upper bound {_fmt(upper)}"
-        )
+        span = f"at or above {_fmt(floor)}, {floor_of}, and below {needed_text}, {of_release}"
         if not ptx_jit:
             return Verdict(True, "minor-version", f"minor-version compatibility (driver {driver} is {span})")
-        fix = (
-            f"ship SASS for the target GPUs (no driver is recorded as backward-covering CUDA {major})"
-            if upper is None
-            else f"move the node to a driver >= {_fmt(upper)} or ship SASS for the target GPUs"
-        )
+        fix = f"move the node to a driver >= {needed_text} or ship SASS for the target GPUs"
         return _refuse(f"driver {driver} is {span}, but PTX JIT is not covered by minor-version compatibility: {fix}")
 
     below, fc_min = f"driver {driver} is below {_fmt(floor)}, {floor_of}", _fmt(FORWARD_COMPAT_MIN)
@@ -229,7 +301,7 @@ def workload_verdict(
     annotations: Mapping[str, str],
     node_labels: Mapping[str, str],
     driver: str,
-    floors: Mapping[int, Version] | None = None,
+    floors: Floors | None = None,
 ) -> Verdict | None:
     """The verdict for a pod's declared CUDA need on a node running `driver`; None when the pod
     declares no cuda-runtime. Annotation flags are exactly "true" or "false" (absent: false); the
@@ -239,9 +311,9 @@ def workload_verdict(
     cuda = annotations[CUDA_RUNTIME]
     problems = []
     try:
-        parse_version(cuda)
+        parse_release(cuda)
     except ValueError as exc:
-        problems.append(f"annotation {CUDA_RUNTIME} is not a CUDA version: {exc}")
+        problems.append(f"annotation {CUDA_RUNTIME} is not a CUDA release: {exc}")
     ptx_jit = _flag(annotations, PTX_JIT, problems)
     forward_compat = _flag(annotations, FORWARD_COMPAT, problems)
     if problems:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from upgrader.core.compat import Floors
 from upgrader.core.detect import upgrade_reason
 from upgrader.core.driver_selectors import DriverResource, gpu_nodes, selector_findings
 from upgrader.core.findings import BLOCKING, WARNING, Finding
@@ -42,7 +43,7 @@ class PlanOptions:
     target_driver: str | None = None  # overrides each DaemonSet's DRIVER_VERSION
     ledger: frozenset[str] | None = None  # image tags known to exist
     profiles: Sequence[Profile] | None = None
-    floors: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    floors: Floors = field(default_factory=dict)  # --floor pins (core.compat)
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from upgrader.core.compat import affinity_verdict, workload_verdict
+from upgrader.core.compat import Floors, affinity_verdict, workload_verdict
 from upgrader.core.findings import BLOCKING, WARNING, Finding
 from upgrader.core.images import kernel_of, os_tag
 from upgrader.core.policy import Policy
@@ -125,7 +125,7 @@ def job_findings(node: str, pods: list[PodView], policy: Policy) -> list[Finding
 
 
 def cuda_findings(
-    node: NodeView, pods: list[PodView], driver: str, floors: Mapping[int, tuple[int, ...]]
+    node: NodeView, pods: list[PodView], driver: str, floors: Floors
 ) -> list[Finding]:
     out = []
     for pod in pods:
