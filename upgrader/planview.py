@@ -4,6 +4,26 @@ from __future__ import annotations
 
 from upgrader.core.findings import BLOCKING
 from upgrader.core.plan import Plan
+from upgrader.core.timefmt import rfc3339
+from upgrader.core.windows import Verdict
+
+
+def window_line(window: Verdict) -> str:
+    """`WINDOWS:` as `run` judges them now: open until when, or closed until when."""
+    count = f"{window.windows} maintenance window{'s' if window.windows > 1 else ''}"
+    if window.open:
+        until = (
+            f"until {rfc3339(window.closes_at)} ({window.local(window.closes_at)})"
+            if window.closes_at is not None
+            else "with no close in the next 8 days"
+        )
+        return f"WINDOWS: open now, {window.about}, {until}; {count}"
+    if window.next_open is None:
+        return f"WINDOWS: closed now and none opens within 8 years: no node starts; {count}"
+    return (
+        f"WINDOWS: closed now: no node starts before {window.about} opens at {rfc3339(window.next_open)} "
+        f"({window.local(window.next_open)}); {count}"
+    )
 
 
 def render_plan(plan: Plan) -> str:
@@ -13,6 +33,7 @@ def render_plan(plan: Plan) -> str:
         f"PLAN (dry run): {summary['to_upgrade']} of {summary['nodes']} nodes to upgrade in {len(plan.waves)} waves; "
         f"canary domain {plan.canary or '-'}",
         f"BUDGETS: {summary['budgets']}",  # as `run` resolves them on this fleet
+        *([window_line(plan.window)] if plan.window.windows else []),  # as `run` judges them now
         f"FINDINGS: {summary['blocking']} blocking, {summary['warnings']} warnings",
     ]
     for finding in plan.findings:

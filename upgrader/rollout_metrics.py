@@ -45,6 +45,11 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
                                    ("node", "state", "reason")),
     "upgrader_state_oldest_seconds": ("Seconds the longest-waiting node has been in each in-progress state.",
                                       ("state",)),
+    "upgrader_maintenance_window_open": ("1 while a maintenance window is open (or the policy has none).", ()),
+    "upgrader_maintenance_window_next_open_timestamp_seconds": (
+        "While no window is open: when the next opens (0 when one is open, none is set or none opens).", ()),
+    "upgrader_maintenance_window_closes_timestamp_seconds": (
+        "While a window is open: when the open stretch ends (0 otherwise, or when not within 8 days).", ()),
 }
 
 
@@ -100,6 +105,11 @@ def families(status: dict[str, Any], now: float) -> Iterable[Metric]:
     info |= {(f["node"], State.FAILED.value, reason_label(f["kind"])) for f in failed}
     for labels in sorted(info):
         family["upgrader_node_blocked_info"].add_metric(list(labels), 1)
+    window = status.get("maintenance_window") or {"open": True}  # none configured: always open
+    family["upgrader_maintenance_window_open"].add_metric([], 1 if window.get("open") else 0)
+    for key, name in (("next_open", "next_open"), ("closes_at", "closes")):
+        at = parse_or_none(window.get(key))
+        family[f"upgrader_maintenance_window_{name}_timestamp_seconds"].add_metric([], at or 0)
     ages = oldest(status, now)
     for state in sorted(IN_PROGRESS, key=list(State).index):
         family["upgrader_state_oldest_seconds"].add_metric([state.value], round(ages.get(state.value, 0.0), 3))

@@ -126,3 +126,33 @@ def test_a_first_labelling_is_counted_without_a_time_in_state() -> None:
     counted = {(lbl["from_state"], lbl["to_state"]): v for lbl, v in samples["upgrader_state_transitions_total"]}
     assert counted[(UNLABELLED, "upgrade-required")] == 1.0
     assert sum(v for _, v in samples["upgrader_state_duration_seconds_count"]) == 0
+
+
+def window_samples(window: dict[str, Any] | None) -> dict[str, float]:
+    metrics = Metrics(leading=lambda: True)
+    metrics.rollout.update({**STATUS, "phase": "Running", "maintenance_window": window})
+    samples = scrape(metrics)
+    return {name: samples[name][0][1] for name in samples if name.startswith("upgrader_maintenance_window_")}
+
+
+def test_the_maintenance_window_gauges_say_open_or_when_the_next_opens() -> None:
+    closed = {"open": False, "window": "nightly", "closes_at": None, "next_open": "2026-11-30T22:00:00Z"}
+    assert window_samples(closed) == {
+        "upgrader_maintenance_window_open": 0.0,
+        "upgrader_maintenance_window_next_open_timestamp_seconds": 1_796_076_000.0,
+        "upgrader_maintenance_window_closes_timestamp_seconds": 0.0,
+    }
+    opened = {"open": True, "window": "nightly", "closes_at": "2026-11-30T22:00:00Z", "next_open": None}
+    assert window_samples(opened) == {
+        "upgrader_maintenance_window_open": 1.0,
+        "upgrader_maintenance_window_next_open_timestamp_seconds": 0.0,
+        "upgrader_maintenance_window_closes_timestamp_seconds": 1_796_076_000.0,
+    }
+
+
+def test_without_maintenance_windows_the_gauge_says_always_open() -> None:
+    assert window_samples(None) == {
+        "upgrader_maintenance_window_open": 1.0,
+        "upgrader_maintenance_window_next_open_timestamp_seconds": 0.0,
+        "upgrader_maintenance_window_closes_timestamp_seconds": 0.0,
+    }

@@ -36,6 +36,7 @@ from upgrader.core.selectors import parse_label_selector
 from upgrader.core.states import IN_PROGRESS, WAS_UNSCHEDULABLE, State
 from upgrader.core.steps import drained, driver_version_label
 from upgrader.core.views import DriverSet, NodeView, PdbView, PodView, Snapshot
+from upgrader.core.windows import ALWAYS_OPEN, Verdict, verdict
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class Plan:
     canary: str | None
     policy: Policy
     driver_nodes: int = 0  # the nodes a percentage maxUnavailable is of: every node with a driver
+    window: Verdict = ALWAYS_OPEN  # maintenance windows at `now`: starts wait while none is open
 
     @property
     def max_unavailable_nodes(self) -> int:
@@ -114,6 +116,7 @@ class Plan:
                 "driver_nodes": self.driver_nodes,
                 "soak_seconds": self.policy.failure_domains.soak_seconds,
                 "budgets": budgets(self.policy, self.driver_nodes),
+                "maintenance_window": self.window.to_dict() if self.window.windows else None,
             },
         }
 
@@ -182,7 +185,8 @@ def build_plan(
         if p.wave is not None:
             waves.setdefault(p.wave, {"wave": p.wave, "domain": p.domain, "nodes": []})["nodes"].append(p.name)
     canary = canary_domain(managed.managed, policy)
-    return Plan(ordered, findings, list(waves.values()), canary, policy, len(managed.managed) + len(bystanders))
+    size = len(managed.managed) + len(bystanders)
+    return Plan(ordered, findings, list(waves.values()), canary, policy, size, verdict(policy.windows(), now))
 
 
 def _state(node: NodeView) -> str | None:

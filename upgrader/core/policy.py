@@ -13,10 +13,20 @@ from collections import Counter
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from upgrader.core.labels import label_key_error, label_value_error
 from upgrader.core.selectors import LabelSelector, SelectorError, parse_label_selector
+from upgrader.core.windows import Window, check_cron, check_zone, day_index, days_cron, parse_duration
 
 _PERCENT = re.compile(r"^(\d{1,3})%$")
 
@@ -133,6 +143,73 @@ class OnNodeFailure(StrEnum):
     CONTINUE = "continue"
 
 
+class MaintenanceWindow(_Strict):
+    """When nodes may start: `schedule` (5-field cron, the window's start) or `days` plus `start`
+    ("HH:MM"), for `duration` ("4h", "90m", "1h30m"), in `timeZone` (IANA, default UTC)."""
+
+    name: str | None = None
+    schedule: str | None = None
+    days: tuple[str, ...] | None = None
+    start: str | None = None
+    duration: str
+    time_zone: str = Field("UTC", alias="timeZone")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or not value.isprintable() or len(value) > 63):
+            raise ValueError("must be printable text on one line, 1 to 63 characters")
+        return value
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: str | None) -> str | None:
+        return None if value is None else check_cron(value)
+
+    @field_validator("days")
+    @classmethod
+    def _days(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None:
+            if not value:
+                raise ValueError("must name at least one day")
+            for day in value:
+                day_index(day)
+        return value
+
+    @field_validator("duration", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> str:
+        parse_duration(value)
+        return str(value)
+
+    @field_validator("start", mode="before")
+    @classmethod
+    def _start(cls, value: Any) -> str | None:
+        if isinstance(value, int) and not isinstance(value, bool):  # YAML 1.1 reads 22:00 as 1320
+            raise ValueError(f'must be a quoted time like "22:00" (unquoted, YAML reads it as the number {value})')
+        if value is not None:
+            days_cron([], str(value))  # HH:MM
+        return value
+
+    @field_validator("time_zone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        return check_zone(value)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> MaintenanceWindow:
+        if self.schedule is not None and (self.days is not None or self.start is not None):
+            raise ValueError("give either schedule, or days and start, not both")
+        if self.schedule is None and (self.days is None or self.start is None):
+            raise ValueError("needs schedule (a cron expression), or days and start")
+        return self
+
+    def window(self, index: int) -> Window:
+        """The pure form; `index` (from 1) names a window the policy did not name."""
+        cron = self.schedule or days_cron([day_index(d) for d in self.days or ()], self.start or "")
+        return Window(self.name or f"window {index}", cron, parse_duration(self.duration), self.time_zone)
+
+
 _SECTIONS = ("wait_for_completion", "gpu_pod_deletion", "drain", "failure_domains", "validation", "pod_restart")
 
 
@@ -155,6 +232,26 @@ class Policy(_Strict):
     # Ours: drain every node after its GPU pods are deleted. The GPU Operator drains only when GPU pod
     # deletion cannot finish (and drain.enable is set), which is what upgrader does without this.
     drain_every_node: bool = Field(False, alias="drainEveryNode", strict=True)
+    # Ours: no node starts outside these (none: always open); nodes in progress finish. docs/policy.md
+    maintenance_windows: tuple[MaintenanceWindow, ...] = Field((), alias="maintenanceWindows")
+
+    @field_validator("maintenance_windows", mode="before")
+    @classmethod
+    def _no_windows(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, list | tuple):
+            raise ValueError(f"must be a list of windows, got {type(value).__name__}")
+        return () if value is None else value
+
+    @field_validator("maintenance_windows")
+    @classmethod
+    def _distinct_names(cls, value: tuple[MaintenanceWindow, ...]) -> tuple[MaintenanceWindow, ...]:
+        twice = sorted(name for name, n in Counter(w.name for w in value if w.name).items() if n > 1)
+        if twice:
+            raise ValueError(f"names a window twice: {', '.join(twice)}")
+        return value
+
+    def windows(self) -> list[Window]:
+        return [w.window(i) for i, w in enumerate(self.maintenance_windows, start=1)]
 
     @field_validator(*_SECTIONS, mode="before")
     @classmethod

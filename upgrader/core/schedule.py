@@ -27,6 +27,7 @@ from upgrader.core.states import IN_PROGRESS, STATE_SINCE, State
 from upgrader.core.timefmt import parse_or_none, rfc3339
 from upgrader.core.views import NodeView
 from upgrader.core.waits import Wait
+from upgrader.core.windows import ALWAYS_OPEN, Verdict
 
 NO_DOMAIN = "<none>"
 
@@ -40,6 +41,7 @@ class Schedule:
     in_progress: int
     unavailable: int
     max_unavailable: int
+    window: Verdict = ALWAYS_OPEN  # the maintenance-window verdict the schedule was made under
 
     @property
     def waiting(self) -> str | None:
@@ -125,12 +127,17 @@ def plan_starts(
     fleet_size: int | None = None,
     last_domain: str | None = None,
     bystanders: Sequence[NodeView] = (),
+    window: Verdict = ALWAYS_OPEN,
 ) -> Schedule:
     """`nodes` are the managed nodes; `may_start` is False while paused or halted; `last_domain` is the
     current domain the last status recorded (see `pick_domain`); `bystanders` are the other driver
     nodes (skipped, or with a label that cannot be read): never started, but a cordoned or NotReady one
     takes its share of maxUnavailable all the same, as in the GPU Operator, which counts every node
     with a driver. A node upgrader cordoned keeps counting whatever its label was changed to.
+
+    `window` is the maintenance-window verdict at `now`: while it is closed no node starts, and the
+    wait says when the next window opens (nodes in progress are not this function's business: they
+    go on in their own steps).
 
     `fleet_size` scales a percentage maxUnavailable when `nodes` is a subset that leaves out nodes
     which cannot matter (done, available, not in the current domain), as the plan's wave replay does.
@@ -153,6 +160,7 @@ def plan_starts(
             in_progress + len(starts),
             unavailable + sum(1 for s in starts if not is_unavailable(_node(nodes, s))),
             max_unavailable,
+            window,
         )
 
     current, previous, elsewhere = pick_domain(order, by_domain, policy, acknowledged_failures, last_domain)
@@ -175,6 +183,8 @@ def plan_starts(
         return result([], current)
     if not candidates:
         return result([], current, _next_domain_waits(order, by_domain, current, policy, acknowledged_failures))
+    if not window.open:
+        return result([], current, waits.window_closed(window, current, next_))
     parallel = policy.max_parallel_upgrades
     slots = (parallel - in_progress) if parallel else len(candidates)
     budget = max_unavailable - unavailable

@@ -31,6 +31,7 @@ from upgrader.core.states import (
 )
 from upgrader.core.timefmt import parse_or_none, rfc3339
 from upgrader.core.views import NodeView, Snapshot
+from upgrader.core.windows import verdict
 
 
 def start_nodes(
@@ -50,6 +51,7 @@ def start_nodes(
         settled_failures(nodes, policy, acknowledged),
         last_domain=last if isinstance(last, str) else None,
         bystanders=bystanders,
+        window=verdict(policy.windows(), now),
     )
     actions: list[Action] = list(waiting_events(schedule.wait, snapshot.control.previous))
     stamp = rfc3339(now)

@@ -167,6 +167,8 @@ def rollout_status(
         "message": message,
         "halt_reason": halt,
         "waiting_on": wait.to_dict() if wait else None,
+        # None without maintenanceWindows (always open); else open now or not, until when, next opening
+        "maintenance_window": schedule.window.to_dict() if schedule and schedule.window.windows else None,
         "nodes_total": len(nodes),
         "nodes_by_state": by_state,
         "current_domain": schedule.current_domain if schedule else None,

@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from upgrader.core.states import IN_PROGRESS, SKIP_LABEL, WAS_UNSCHEDULABLE, State
+from upgrader.core.timefmt import rfc3339
 from upgrader.core.views import NodeView
+from upgrader.core.windows import YEARS, Verdict
 
 RUNBOOK = "runbooks/rollout-halted.md"
+WINDOW_RUNBOOK = "runbooks/maintenance-window-closed.md"
 NAMED = 10  # nodes a sentence names before "and N more"
 FIX_NAMED = 5  # nodes a remedy names before "and N more"
 LISTED = 100  # nodes `waiting_on` lists: the status ConfigMap stays small on a large fleet
@@ -38,7 +41,8 @@ class Behind:
 
 @dataclass(frozen=True)
 class Wait:
-    # max-parallel-upgrades, max-unavailable, max-unavailable-zero, soak, previous-domain, other-domain
+    # max-parallel-upgrades, max-unavailable, max-unavailable-zero, soak, previous-domain, other-domain,
+    # maintenance-window
     reason: str
     text: str  # the whole sentence: status message, Event and log line
     domain: str | None  # the domain the rollout is on
@@ -134,6 +138,22 @@ def soak(previous: str, left: int, until: str, seconds: int, domain: str | None,
         f"then domain {domain} starts"
     )
     return Wait("soak", text, domain, (), next_, until)
+
+
+def window_closed(verdict: Verdict, domain: str | None, next_: str | None) -> Wait:
+    """No maintenance window is open: nothing starts until the next opens; nodes in progress go on."""
+    if verdict.next_open is None:  # the policy loaded, so its schedules fire; but not within sight now
+        text = (
+            f"no maintenance window is open and none opens within {YEARS} years; "
+            f"fix maintenanceWindows in the policy; see {WINDOW_RUNBOOK}"
+        )
+        return Wait("maintenance-window", text, domain, (), next_, runbook=WINDOW_RUNBOOK)
+    until = rfc3339(verdict.next_open)
+    text = (
+        f"no maintenance window is open: the next, {verdict.about}, opens at {until} "
+        f"({verdict.local(verdict.next_open)}); nodes in progress finish, none starts before"
+    )
+    return Wait("maintenance-window", text, domain, (), next_, until)
 
 
 def previous_domain(
