@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from upgrader.alert_source import PrometheusAlerts
 from upgrader.config import Settings
 from upgrader.core.actions import Action, Event, Outcome, Result, Transition
 from upgrader.core.events import waiting_line
@@ -124,6 +125,9 @@ class Controller:
         # How `run` waits (tests put a virtual clock here) and draws its backoff's jitter.
         self.wait: Callable[[threading.Event, float], bool] = lambda event, seconds: event.wait(seconds)
         self.rng = random.Random()
+        # With an alertGate in the policy: asked once per pass, before deciding (core/alert_gate.py).
+        gate = policy.alert_gate
+        self.alerts: PrometheusAlerts | None = PrometheusAlerts(gate) if gate is not None else None
 
     def reconcile(self) -> PassReport:
         """One pass. Never sleeps on the cluster: waits are states with start times on the nodes."""
@@ -173,6 +177,8 @@ class Controller:
         now, cache = self.clock(), self.cache
         snapshot, raw_nodes = take(self.api, self.settings, cache, self.fresh_reads)
         self.fresh_reads = False
+        if self.alerts is not None:
+            snapshot.alerts = self.alerts.read()  # no retry inside the pass: the next pass asks again
         observe = cache.observe if cache is not None else None
         writer = _Writer(self, Applier(self.api, self.settings, raw_nodes, now, observe, self.events))
         result = reconcile(snapshot, self.policy, now, writer.apply)

@@ -50,6 +50,10 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "While no window is open: when the next opens (0 when one is open, none is set or none opens).", ()),
     "upgrader_maintenance_window_closes_timestamp_seconds": (
         "While a window is open: when the open stretch ends (0 otherwise, or when not within 8 days).", ()),
+    "upgrader_alert_gate_open": (
+        "1 while the alert gate lets nodes start (or the policy has none); 0 while a matching alert fires "
+        "or Prometheus cannot say.", ()),
+    "upgrader_alert_gate_firing_alerts": ("Matching alerts firing in Prometheus as of the last pass.", ()),
 }
 
 
@@ -110,6 +114,9 @@ def families(status: dict[str, Any], now: float) -> Iterable[Metric]:
     for key, name in (("next_open", "next_open"), ("closes_at", "closes")):
         at = parse_or_none(window.get(key))
         family[f"upgrader_maintenance_window_{name}_timestamp_seconds"].add_metric([], at or 0)
+    gate = status.get("alert_gate") or {"open": True}  # none configured: always open
+    family["upgrader_alert_gate_open"].add_metric([], 1 if gate.get("open") else 0)
+    family["upgrader_alert_gate_firing_alerts"].add_metric([], len(gate.get("firing") or []))
     ages = oldest(status, now)
     for state in sorted(IN_PROGRESS, key=list(State).index):
         family["upgrader_state_oldest_seconds"].add_metric([state.value], round(ages.get(state.value, 0.0), 3))

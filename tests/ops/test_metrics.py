@@ -156,3 +156,26 @@ def test_without_maintenance_windows_the_gauge_says_always_open() -> None:
         "upgrader_maintenance_window_next_open_timestamp_seconds": 0.0,
         "upgrader_maintenance_window_closes_timestamp_seconds": 0.0,
     }
+
+
+def gate_samples(gate: dict[str, Any] | None) -> dict[str, float]:
+    metrics = Metrics(leading=lambda: True)
+    metrics.rollout.update({**STATUS, "phase": "Running", "alert_gate": gate})
+    samples = scrape(metrics)
+    return {name: samples[name][0][1] for name in samples if name.startswith("upgrader_alert_gate_")}
+
+
+def test_the_alert_gate_gauges_say_open_and_how_many_matching_alerts_fire() -> None:
+    url = "http://prometheus.monitoring:9090"
+    firing = ['GPUServingSLOBurn{severity="critical"} since 2026-11-30T21:58:00Z', "NodeDiskFull"]
+    assert gate_samples({"open": False, "prometheus": url, "firing": firing, "error": None}) == {
+        "upgrader_alert_gate_open": 0.0, "upgrader_alert_gate_firing_alerts": 2.0,
+    }
+    down = {"open": False, "prometheus": url, "firing": [], "error": "unreachable: Connection refused"}
+    assert gate_samples(down) == {"upgrader_alert_gate_open": 0.0, "upgrader_alert_gate_firing_alerts": 0.0}
+    quiet = {"open": True, "prometheus": url, "firing": [], "error": None}
+    assert gate_samples(quiet) == {"upgrader_alert_gate_open": 1.0, "upgrader_alert_gate_firing_alerts": 0.0}
+
+
+def test_without_an_alert_gate_the_gauge_says_open() -> None:
+    assert gate_samples(None) == {"upgrader_alert_gate_open": 1.0, "upgrader_alert_gate_firing_alerts": 0.0}

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from upgrader.core.alert_gate import AlertGate
 from upgrader.core.labels import label_key_error, label_value_error
 from upgrader.core.selectors import LabelSelector, SelectorError, parse_label_selector
 from upgrader.core.windows import Window, check_cron, check_zone, day_index, days_cron, parse_duration
@@ -234,6 +235,9 @@ class Policy(_Strict):
     drain_every_node: bool = Field(False, alias="drainEveryNode", strict=True)
     # Ours: no node starts outside these (none: always open); nodes in progress finish. docs/policy.md
     maintenance_windows: tuple[MaintenanceWindow, ...] = Field((), alias="maintenanceWindows")
+    # Ours: no node starts while a matching Prometheus alert fires or Prometheus cannot say (None: no
+    # gate); nodes in progress finish. core/alert_gate.py, docs/policy.md
+    alert_gate: AlertGate | None = Field(None, alias="alertGate")
 
     @field_validator("maintenance_windows", mode="before")
     @classmethod

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from upgrader.core import waits
+from upgrader.core.alert_gate import GATE_OPEN, GateVerdict
 from upgrader.core.policy import OnNodeFailure, Policy
 from upgrader.core.states import IN_PROGRESS, STATE_SINCE, State
 from upgrader.core.timefmt import parse_or_none, rfc3339
@@ -42,6 +43,7 @@ class Schedule:
     unavailable: int
     max_unavailable: int
     window: Verdict = ALWAYS_OPEN  # the maintenance-window verdict the schedule was made under
+    gate: GateVerdict = GATE_OPEN  # the alert gate's verdict it was made under
 
     @property
     def waiting(self) -> str | None:
@@ -128,6 +130,7 @@ def plan_starts(
     last_domain: str | None = None,
     bystanders: Sequence[NodeView] = (),
     window: Verdict = ALWAYS_OPEN,
+    gate: GateVerdict = GATE_OPEN,
 ) -> Schedule:
     """`nodes` are the managed nodes; `may_start` is False while paused or halted; `last_domain` is the
     current domain the last status recorded (see `pick_domain`); `bystanders` are the other driver
@@ -137,7 +140,8 @@ def plan_starts(
 
     `window` is the maintenance-window verdict at `now`: while it is closed no node starts, and the
     wait says when the next window opens (nodes in progress are not this function's business: they
-    go on in their own steps).
+    go on in their own steps). `gate` is the alert gate's verdict for this pass: while a matching alert
+    fires or Prometheus cannot say, no node starts either, in this domain or, after a soak, the next.
 
     `fleet_size` scales a percentage maxUnavailable when `nodes` is a subset that leaves out nodes
     which cannot matter (done, available, not in the current domain), as the plan's wave replay does.
@@ -161,6 +165,7 @@ def plan_starts(
             unavailable + sum(1 for s in starts if not is_unavailable(_node(nodes, s))),
             max_unavailable,
             window,
+            gate,
         )
 
     current, previous, elsewhere = pick_domain(order, by_domain, policy, acknowledged_failures, last_domain)
@@ -185,6 +190,8 @@ def plan_starts(
         return result([], current, _next_domain_waits(order, by_domain, current, policy, acknowledged_failures))
     if not window.open:
         return result([], current, waits.window_closed(window, current, next_))
+    if not gate.open:
+        return result([], current, waits.alert_gate(gate, current, next_))
     parallel = policy.max_parallel_upgrades
     slots = (parallel - in_progress) if parallel else len(candidates)
     budget = max_unavailable - unavailable

@@ -6,6 +6,7 @@ from __future__ import annotations
 from upgrader.core.actions import (
     Action,
 )
+from upgrader.core.alert_gate import gate_verdict
 from upgrader.core.events import waiting_events
 from upgrader.core.fleet import fleet
 from upgrader.core.machine import fire
@@ -52,6 +53,7 @@ def start_nodes(
         last_domain=last if isinstance(last, str) else None,
         bystanders=bystanders,
         window=verdict(policy.windows(), now),
+        gate=gate_verdict(policy.alert_gate, snapshot.alerts),
     )
     actions: list[Action] = list(waiting_events(schedule.wait, snapshot.control.previous))
     stamp = rfc3339(now)

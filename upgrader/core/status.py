@@ -169,6 +169,8 @@ def rollout_status(
         "waiting_on": wait.to_dict() if wait else None,
         # None without maintenanceWindows (always open); else open now or not, until when, next opening
         "maintenance_window": schedule.window.to_dict() if schedule and schedule.window.windows else None,
+        # None without alertGate; else open or not, the matching alerts firing, or why Prometheus could not say
+        "alert_gate": schedule.gate.to_dict() if schedule and schedule.gate.url else None,
         "nodes_total": len(nodes),
         "nodes_by_state": by_state,
         "current_domain": schedule.current_domain if schedule else None,

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from upgrader.core.alert_gate import AlertReading
 from upgrader.core.gpupods import GpuClaims, is_gpu_resource
 from upgrader.core.selectors import LabelSelector, SelectorError, from_label_selector_object
 from upgrader.core.states import STATE_LABEL, State
@@ -141,6 +142,8 @@ class Snapshot:
     control: Control = field(default_factory=Control)
     # The ResourceClaims of the listed pods: allocated to an NVIDIA GPU or not (None: unreadable).
     gpu_claims: GpuClaims = field(default_factory=dict)
+    # With an alertGate in the policy: what Prometheus said this pass (None: not asked).
+    alerts: AlertReading | None = None
     # Results derived from this snapshot alone (the fleet split), computed once: a pass asks for them
     # several times. Not copied by dataclasses.replace, so a changed snapshot starts empty.
     memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from upgrader.core.alert_gate import RUNBOOK as GATE_RUNBOOK
+from upgrader.core.alert_gate import GateVerdict, closed_text
 from upgrader.core.states import IN_PROGRESS, SKIP_LABEL, WAS_UNSCHEDULABLE, State
 from upgrader.core.timefmt import rfc3339
 from upgrader.core.views import NodeView
@@ -42,7 +44,7 @@ class Behind:
 @dataclass(frozen=True)
 class Wait:
     # max-parallel-upgrades, max-unavailable, max-unavailable-zero, soak, previous-domain, other-domain,
-    # maintenance-window
+    # maintenance-window, alert-firing, alert-gate-unavailable
     reason: str
     text: str  # the whole sentence: status message, Event and log line
     domain: str | None  # the domain the rollout is on
@@ -50,6 +52,7 @@ class Wait:
     next: str | None = None  # the node that starts first once the wait ends
     until: str | None = None  # when it ends by the clock (a soak), RFC 3339
     runbook: str | None = None  # set when only a person ends it
+    alerts: tuple[str, ...] = ()  # alert-firing: the matching alerts, so a change of them is a new wait
 
     def to_dict(self) -> dict[str, Any]:
         """The status's `waiting_on`; nothing in it changes from pass to pass while the wait is the same."""
@@ -61,7 +64,7 @@ class Wait:
             "next": self.next,
             "until": self.until,
             "runbook": self.runbook,
-        }
+        } | ({"alerts": list(self.alerts)} if self.alerts else {})
 
 
 def behind(node: NodeView, bystander: bool = False) -> Behind:
@@ -154,6 +157,12 @@ def window_closed(verdict: Verdict, domain: str | None, next_: str | None) -> Wa
         f"({verdict.local(verdict.next_open)}); nodes in progress finish, none starts before"
     )
     return Wait("maintenance-window", text, domain, (), next_, until)
+
+
+def alert_gate(verdict: GateVerdict, domain: str | None, next_: str | None) -> Wait:
+    """A matching alert fires, or Prometheus cannot say: nothing starts; nodes in progress go on."""
+    reason = verdict.reason or "alert-gate-unavailable"
+    return Wait(reason, closed_text(verdict), domain, (), next_, runbook=GATE_RUNBOOK, alerts=verdict.alerts)
 
 
 def previous_domain(
