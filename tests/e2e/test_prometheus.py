@@ -128,6 +128,10 @@ def rollout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
 
 
 def play(fleet: Fleet, tmp: Path, url: str, ports: dict[str, int]) -> None:
+    # Ready is not scraping: Prometheus hands its scrape loops their targets on a 5 s tick, and the
+    # halt comes about 5 s into the story. Wait until both targets have been tried (`up` 0: nothing
+    # listens yet), or the first marks can fall before the first scrape.
+    wait_for("Prometheus to scrape both targets", lambda: len(fleet.prometheus.instant("up")) == 2, timeout=30)
     fleet.mark("start")
     assert set(fleet.states()) == {""}, "the fleet starts unlabelled: its first labelling is counted"
     # replica-a reaches the API server through the proxy, to be cut off from it later
