@@ -170,7 +170,7 @@ _CONTAINERS = [
 _CLAIM_REFS = [{"name": "string", "resourceClaimName": "string"}]
 SHAPES: dict[str, dict[str, Any]] = {
     "Node": {
-        "spec": {"unschedulable": "boolean"},
+        "spec": {"unschedulable": "boolean", "taints": [{"key": "string", "value": "string", "effect": "string"}]},
         "status": {
             "conditions": _CONDITIONS,
             "nodeInfo": {"kernelVersion": "string", "osImage": "string"},
@@ -187,6 +187,8 @@ SHAPES: dict[str, dict[str, Any]] = {
             "resourceClaims": _CLAIM_REFS,
             "volumes": [{}],
             "affinity": {},
+            "nodeSelector": _LABELS,
+            "tolerations": [{"key": "string", "operator": "string", "value": "string", "effect": "string"}],
         },
         "status": {
             "phase": "string",

@@ -21,6 +21,7 @@ KINDS = (
     "not-scheduled",
     "failed-node",
     "max-unavailable-zero",
+    "insufficient-gpu-capacity",
 )
 
 

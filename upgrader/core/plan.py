@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from upgrader.core.capacity import capacity_findings
 from upgrader.core.compat import Floors
 from upgrader.core.detect import upgrade_reason
 from upgrader.core.driver_selectors import DriverResource, gpu_nodes, selector_findings
@@ -171,6 +172,7 @@ def build_plan(
         now,
         bystanders,
     )
+    _add_capacity_findings(snapshot, plans)
     findings = [f for p in plans.values() for f in p.findings]
     never = [p.name for p in plans.values() if p.action == "upgrade" and p.wave is None]
     findings.extend(budget_findings(policy, never))
@@ -187,6 +189,21 @@ def build_plan(
     canary = canary_domain(managed.managed, policy)
     size = len(managed.managed) + len(bystanders)
     return Plan(ordered, findings, list(waves.values()), canary, policy, size, verdict(policy.windows(), now))
+
+
+def _add_capacity_findings(snapshot: Snapshot, plans: Mapping[str, NodePlan]) -> None:
+    """`insufficient-gpu-capacity` on each node with a wave whose evicted GPU pods find no room."""
+    upgrades = []
+    for plan in plans.values():
+        if plan.action not in ("upgrade", "in-progress") or plan.wave is None or plan.restart_only:
+            continue
+        keys = set(plan.gpu_pods)
+        pods = snapshot.node_pods.get(plan.name, [])
+        evicted = [p for p in pods if p.key in keys and p.owner_kind != "DaemonSet"]
+        upgrades.append((plan.name, plan.wave, evicted))
+    for finding in capacity_findings(upgrades, snapshot.nodes, snapshot.node_pods):
+        if finding.node is not None:
+            plans[finding.node].findings.append(finding)
 
 
 def _state(node: NodeView) -> str | None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from upgrader.core.alert_gate import AlertReading
 from upgrader.core.gpupods import GpuClaims, is_gpu_resource
+from upgrader.core.placement import Taint, Toleration, gpu_allocatable, gpu_requests, taints, tolerations
 from upgrader.core.selectors import LabelSelector, SelectorError, from_label_selector_object
 from upgrader.core.states import STATE_LABEL, State
 from upgrader.core.timefmt import parse_or_none
@@ -45,6 +46,9 @@ class PodView:
     claims: tuple[str, ...] = ()  # the ResourceClaims it holds, "namespace/name"
     config_digest: str | None = None  # DRIVER_CONFIG_DIGEST (driver pods of GPU Operator v26.3 and later)
     created: float | None = None  # metadata.creationTimestamp
+    gpu_requests: Mapping[str, int] = field(default_factory=dict)  # per GPU/MIG resource (`placement`)
+    node_selector: Mapping[str, str] = field(default_factory=dict)  # spec.nodeSelector
+    tolerations: tuple[Toleration, ...] = ()
 
     @property
     def key(self) -> str:
@@ -73,6 +77,8 @@ class NodeView:
     os_image: str
     state: State | None
     invalid: str | None = None  # why the node's upgrade label cannot be read
+    taints: tuple[Taint, ...] = ()
+    allocatable: Mapping[str, int] = field(default_factory=dict)  # GPU and MIG resources only
 
     def with_changes(self, state: State | None, annotations: Mapping[str, str | None]) -> NodeView:
         merged = dict(self.annotations)
@@ -259,6 +265,9 @@ def pod_view(obj: Obj) -> PodView:
         claims=_claim_keys(namespace, spec, status),
         config_digest=config_digest(spec),
         created=parse_or_none(str(meta.get("creationTimestamp") or "")),
+        gpu_requests=gpu_requests(spec),
+        node_selector=_str_map(spec.get("nodeSelector")),
+        tolerations=tolerations(spec),
     )
 
 
@@ -286,6 +295,8 @@ def node_view(obj: Obj) -> NodeView:
         os_image=str(info.get("osImage", "")),
         state=state,
         invalid=invalid,
+        taints=taints(spec),
+        allocatable=gpu_allocatable(status),
     )
 
 
