@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from upgrader.core.compat import check, parse_floors, parse_release, parse_version
@@ -22,31 +23,23 @@ FLOOR_HELP = (
 )
 
 
-def floor_item(text: str) -> str:
-    """Validate one --floor at parse time, so a bad one is argparse's one-line error (exit 2)."""
-    try:
-        parse_floors([text])
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+def _checked(parse: Callable[[str], object]) -> Callable[[str], str]:
+    """An argparse type that validates with `parse` at parse time, so a bad value is argparse's
+    one-line error (exit 2), and keeps the text."""
+
+    def check(text: str) -> str:
+        try:
+            parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    return check
 
 
-def _version(text: str) -> str:
-    """Validate --driver at parse time: a malformed one is argparse's one-line error (exit 2)."""
-    try:
-        parse_version(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
-def _release(text: str) -> str:
-    """Validate --cuda at parse time: X.Y or X.Y.Z, else argparse's one-line error (exit 2)."""
-    try:
-        parse_release(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+floor_item = _checked(lambda text: parse_floors([text]))  # one --floor; plan's --floor uses it too
+_version = _checked(parse_version)  # --driver
+_release = _checked(parse_release)  # --cuda: X.Y or X.Y.Z
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:

@@ -67,11 +67,11 @@ def tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
     )
 
 
-def _count(value: Any) -> int:
+def _count(value: Any, unreadable: int = 0) -> int:
     try:
         return int(str(value))
     except ValueError:
-        return 0
+        return unreadable
 
 
 def gpu_allocatable(status: Mapping[str, Any]) -> dict[str, int]:
@@ -82,13 +82,15 @@ def gpu_allocatable(status: Mapping[str, Any]) -> dict[str, int]:
     return {str(k): _count(v) for k, v in alloc.items() if is_gpu_resource(str(k))}
 
 
-def _container_requests(container: Any) -> dict[str, int]:
+def container_gpu_amounts(container: Any, unreadable: int = 0) -> dict[str, int]:
+    """Per GPU/MIG resource, what one container asks for: the larger of request and limit (for
+    extended resources a limit alone is the request); `unreadable` stands for an amount not an integer."""
     resources = (container.get("resources") if isinstance(container, Mapping) else None) or {}
     amounts: dict[str, int] = {}
-    for side in ("requests", "limits"):  # extended resources: a limit alone is the request
+    for side in ("requests", "limits"):
         for name, value in (resources.get(side) or {}).items():
             if is_gpu_resource(str(name)):
-                amounts[str(name)] = max(amounts.get(str(name), 0), _count(value))
+                amounts[str(name)] = max(amounts.get(str(name), 0), _count(value, unreadable))
     return amounts
 
 
@@ -96,10 +98,10 @@ def gpu_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     """Per GPU resource, what the pod holds: the containers' sum, or an init container's larger ask."""
     total: dict[str, int] = {}
     for container in spec.get("containers") or []:
-        for name, amount in _container_requests(container).items():
+        for name, amount in container_gpu_amounts(container).items():
             total[name] = total.get(name, 0) + amount
     for container in spec.get("initContainers") or []:
-        for name, amount in _container_requests(container).items():
+        for name, amount in container_gpu_amounts(container).items():
             total[name] = max(total.get(name, 0), amount)
     return {name: amount for name, amount in total.items() if amount > 0}
 

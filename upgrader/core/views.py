@@ -11,8 +11,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from upgrader.core.alert_gate import AlertReading
-from upgrader.core.gpupods import GpuClaims, is_gpu_resource
-from upgrader.core.placement import Taint, Toleration, gpu_allocatable, gpu_requests, taints, tolerations
+from upgrader.core.gpupods import GpuClaims
+from upgrader.core.placement import (
+    Taint,
+    Toleration,
+    container_gpu_amounts,
+    gpu_allocatable,
+    gpu_requests,
+    taints,
+    tolerations,
+)
 from upgrader.core.selectors import LabelSelector, SelectorError, from_label_selector_object
 from upgrader.core.states import STATE_LABEL, State
 from upgrader.core.timefmt import parse_or_none
@@ -169,22 +177,9 @@ def _str_map(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in (value or {}).items()} if isinstance(value, Mapping) else {}
 
 
-def _gpu_count(amount: Any) -> int:
-    try:
-        return int(str(amount))
-    except ValueError:
-        return 1  # a GPU resource we cannot count still makes it a GPU pod
-
-
 def _gpu_amount(container: Any) -> int:
-    """GPUs and MIG slices one container asks for (the larger of request and limit per resource)."""
-    resources = (container.get("resources") if isinstance(container, Mapping) else None) or {}
-    amounts: dict[str, int] = {}
-    for side in ("requests", "limits"):
-        for name, value in (resources.get(side) or {}).items():
-            if is_gpu_resource(str(name)):
-                amounts[str(name)] = max(amounts.get(str(name), 0), _gpu_count(value))
-    return sum(amounts.values())
+    """GPUs and MIG slices one container asks for; an amount we cannot count still makes a GPU pod."""
+    return sum(container_gpu_amounts(container, unreadable=1).values())
 
 
 def _claim_keys(namespace: str, spec: Obj, status: Obj) -> tuple[str, ...]:
