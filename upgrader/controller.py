@@ -14,7 +14,7 @@ from upgrader.alert_source import PrometheusAlerts
 from upgrader.config import Settings
 from upgrader.core.actions import Action, Event, Outcome, Result, Transition
 from upgrader.core.events import waiting_line
-from upgrader.core.policy import Policy
+from upgrader.core.policy import OnInsufficientCapacity, Policy
 from upgrader.core.reconcile import reconcile
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.apply import Applier
@@ -175,7 +175,8 @@ class Controller:
 
     def _pass(self) -> PassReport:
         now, cache = self.clock(), self.cache
-        snapshot, raw_nodes = take(self.api, self.settings, cache, self.fresh_reads)
+        room = self.policy.gpu_capacity.on_insufficient is OnInsufficientCapacity.WAIT
+        snapshot, raw_nodes = take(self.api, self.settings, cache, self.fresh_reads, room)
         self.fresh_reads = False
         if self.alerts is not None:
             snapshot.alerts = self.alerts.read()  # no retry inside the pass: the next pass asks again

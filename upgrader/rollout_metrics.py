@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from upgrader.core.states import IN_PROGRESS, STATE_COUNT_KEYS, State
 from upgrader.core.status import PHASES
 from upgrader.core.timefmt import parse_or_none
+from upgrader.core.waits import REASONS as WAIT_REASONS
 
 BLOCK_REASONS = ("pdb", "wait_for_jobs", "pod_deletion", "drain", "gpu_pods", "cordon_record", "driver_daemonset")
 FAILURE_REASONS = (
@@ -39,6 +40,8 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "upgrader_domain_nodes": ("Managed GPU nodes per failure domain and upgrade state.", ("domain", "state")),
     "upgrader_rollout_phase": ("1 for the rollout's current phase, 0 for the others.", ("phase",)),
     "upgrader_rollout_halted": ("1 while the rollout is halted: no new node starts.", ()),
+    "upgrader_rollout_waiting": ("1 for what no node starting waits on now (status waiting_on.reason), 0 for the "
+                                 "other reasons.", ("reason",)),
     "upgrader_blocked_nodes": ("Nodes blocked right now, by reason.", ("reason",)),
     "upgrader_failed_nodes": ("Nodes in upgrade-failed, by reason.", ("reason",)),
     "upgrader_node_blocked_info": ("1 per node that is blocked or failed now (node, state, reason kind).",
@@ -100,6 +103,9 @@ def families(status: dict[str, Any], now: float) -> Iterable[Metric]:
     for phase in PHASES:
         family["upgrader_rollout_phase"].add_metric([phase], 1 if status.get("phase") == phase else 0)
     family["upgrader_rollout_halted"].add_metric([], 1 if status.get("phase") == "Halted" else 0)
+    waiting = (status.get("waiting_on") or {}).get("reason")
+    for reason in WAIT_REASONS:
+        family["upgrader_rollout_waiting"].add_metric([reason], 1 if waiting == reason else 0)
     blocked, failed = status.get("blocked") or [], status.get("failed") or []
     for reason in BLOCK_REASONS:
         family["upgrader_blocked_nodes"].add_metric([reason], sum(reason_label(b["kind"]) == reason for b in blocked))

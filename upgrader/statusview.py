@@ -57,8 +57,39 @@ def header(status: dict[str, Any], controller: ControllerSeen | None, now: float
     return lines
 
 
+def gate_lines(status: dict[str, Any]) -> list[str]:
+    """What paces starts besides the budgets: the wait and since when, the window, the alert gate."""
+    lines = []
+    wait = status.get("waiting_on")
+    if wait:
+        since = f" since {status['waiting_since']}" if status.get("waiting_since") else ""
+        lines.append(f"WAITING ON: {wait.get('reason')}{since}")
+    window = status.get("maintenance_window")
+    if window:
+        if window.get("open"):
+            until = f" until {window['closes_at']}" if window.get("closes_at") else ""
+            lines.append(f"WINDOW: open, {window.get('about')}{until}")
+        else:
+            nxt = window.get("next_open")
+            lines.append(
+                f"WINDOW: closed; the next, {window.get('about')}, opens at {nxt}"
+                if nxt
+                else "WINDOW: closed; none opens within 8 years"
+            )
+    gate = status.get("alert_gate")
+    if gate:
+        where = f"Prometheus {gate.get('prometheus')}"
+        if gate.get("open"):
+            lines.append(f"ALERT GATE: open, no matching alert firing in {where}")
+        elif gate.get("error"):
+            lines.append(f"ALERT GATE: closed, cannot read {where}: {gate['error']}")
+        else:
+            lines.append(f"ALERT GATE: closed, firing in {where}: {', '.join(gate.get('firing') or [])}")
+    return lines
+
+
 def render_table(status: dict[str, Any], controller: ControllerSeen | None = None, now: float | None = None) -> str:
-    lines = header(status, controller, now)
+    lines = header(status, controller, now) + gate_lines(status)
     blocked = status.get("blocked") or []
     if blocked:
         lines.append("")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.capacity import capacity_finding, free_capacity
+from upgrader.core.capacity import free_capacity, shortage
 from upgrader.core.placement import Taint, Toleration, affinity_admits, gpu_requests, untolerated
 from upgrader.core.views import NodeView, PodView, node_view, pod_view
 
@@ -35,8 +35,8 @@ def pod(name: str, where: str, resources: dict[str, str], owner: str | None = "R
 def judge(evicted: list[PodView], others: list[NodeView], on: dict[str, list[PodView]] | None = None,
           waves: dict[str, int | None] | None = None) -> str | None:
     nodes = {n.name: n for n in [node("up"), *others]}
-    finding = capacity_finding("up", 1, evicted, nodes, on or {}, waves or {"up": 1})
-    return None if finding is None else finding.message
+    together = {name for name, wave in (waves or {}).items() if wave == 1 and name != "up"}
+    return shortage("up", evicted, nodes, on or {}, together, "upgraded with it in wave 1")
 
 
 def test_views_carry_what_placement_reads() -> None:

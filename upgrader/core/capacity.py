@@ -1,23 +1,27 @@
-"""Is there GPU room for the pods a node's upgrade evicts? The `insufficient-gpu-capacity` finding.
+"""Is there GPU room for the pods a node's upgrade evicts? The `insufficient-gpu-capacity` finding,
+and the run's `insufficient-gpu-capacity` wait under `gpuCapacity.onInsufficient: wait`.
 
-For each node the plan upgrades, the GPU pods it evicts that a controller recreates elsewhere
-(owned by a ReplicaSet, StatefulSet or any controller but a Job or DaemonSet) are placed, largest
-request first and best fit, on the free GPU and MIG resources of the other nodes they may run on
-(`placement`: nodeSelector, required node affinity, tolerated taints). Free is a node's allocatable
-minus what its non-terminal pods request, per resource name. A node cordoned, not Ready, or in the
-same wave (cordoned together with it: counted conservatively as unavailable) offers nothing. Each
-node is judged alone against the fleet as it is now. Bare pods and Job pods are named, not counted:
-nothing recreates them on another node. Pods holding GPUs through DRA claims only are not checked.
+For a node about to start, the GPU pods it evicts that a controller recreates elsewhere (owned by a
+ReplicaSet, StatefulSet or any controller but a Job or DaemonSet) are placed, in the order they
+are evicted and each where the most room is left (kube-scheduler spreads), on the free GPU and MIG
+resources of the other nodes they may run on (`placement`: nodeSelector, required node affinity,
+tolerated taints). Free is a node's allocatable minus what its
+non-terminal pods request, per resource name. A node cordoned, not Ready, or starting together with
+it (the same wave in `plan`, the same pass in `run`) offers nothing. Each node is judged alone against
+the fleet as it is now. Bare pods and Job pods are named, not counted: nothing recreates them on
+another node. Pods holding GPUs through DRA claims only are not checked.
 
-A warning, as `run` does not wait on it (yet): a pod left Pending is an outage of that workload,
-not a stuck rollout.
+`plan` warns (or, when `run` would wait on it, blocks); `run` either starts the node and says so in
+an Event (warn) or holds it at upgrade-required until room appears (wait): a pod left Pending is an
+outage of that workload.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
-from upgrader.core.findings import WARNING, Finding
+from upgrader.core.findings import BLOCKING, WARNING, Finding
+from upgrader.core.gpupods import GpuClaims, gpu_pods
 from upgrader.core.placement import may_land
 from upgrader.core.views import NodeView, PodView
 
@@ -46,29 +50,38 @@ def free_capacity(node: NodeView, pods: Iterable[PodView]) -> dict[str, int]:
     return {name: max(amount, 0) for name, amount in free.items()}
 
 
-def unavailable_reason(node: NodeView, wave: int | None, same_wave: bool) -> str | None:
+def evicted_gpu_pods(pods: Iterable[PodView], claims: GpuClaims) -> list[PodView]:
+    """The pods a node's upgrade deletes or evicts that hold GPUs (DaemonSet pods stay; mirror pods
+    are the kubelet's)."""
+    return [p for p in gpu_pods(list(pods), claims) if not p.mirror and p.owner_kind != "DaemonSet"]
+
+
+def unavailable_reason(node: NodeView, together: Collection[str], together_why: str) -> str | None:
     if node.unschedulable:
         return "cordoned"
     if not node.ready:
         return "not Ready"
-    if same_wave:
-        return f"upgraded with it in wave {wave}"
+    if node.name in together:
+        return together_why
     return None
 
 
-def capacity_finding(
+def shortage(
     node: str,
-    wave: int | None,
     evicted: Sequence[PodView],
     nodes: Mapping[str, NodeView],
     pods_by_node: Mapping[str, Sequence[PodView]],
-    waves: Mapping[str, int | None],
-) -> Finding | None:
-    """The finding for one upgraded node (None when every recreated pod finds room). `waves`: the
-    wave of every node the plan upgrades."""
+    together: Collection[str] = (),
+    together_why: str = "starting with it",
+) -> str | None:
+    """Why the recreated pods of `evicted` would not all find room (None when they would). `together`:
+    the other nodes cordoned with this one, unavailable for `together_why`."""
+    # In the order the upgrade evicts them (by key), each on the fitting node with the most room left:
+    # kube-scheduler's default scoring spreads (LeastAllocated), it does not pack. Best-fit packing
+    # (largest first, tightest node) promised room the emulator's scheduler then did not find.
     moving = sorted(
         (p for p in evicted if p.owner_kind not in NOT_RECREATED and p.owner_kind != "DaemonSet" and p.gpu_requests),
-        key=lambda p: (-sum(p.gpu_requests.values()), p.key),
+        key=lambda p: p.key,
     )
     if not moving:
         return None
@@ -79,7 +92,7 @@ def capacity_finding(
         other = nodes[name]
         if name == node or not any(other.allocatable.get(r, 0) > 0 for r in wanted):
             continue
-        why = unavailable_reason(other, wave, wave is not None and waves.get(name, None) == wave)
+        why = unavailable_reason(other, together, together_why)
         if why is not None:
             unavailable.append(f"{name} ({why})")
         else:
@@ -97,12 +110,12 @@ def capacity_finding(
         if not fits:
             pending.append(pod)
             continue
-        best = min(fits, key=lambda n: (sum(left[n].get(r, 0) - a for r, a in pod.gpu_requests.items()), n))
+        best = min(fits, key=lambda n: (-sum(left[n].get(r, 0) for r in pod.gpu_requests), n))
         for r, amount in pod.gpu_requests.items():
             left[best][r] -= amount
     if not pending:
         return None
-    return Finding(KIND, WARNING, node, _message(pending, evicted, found, wanted, unavailable))
+    return _message(pending, evicted, found, wanted, unavailable)
 
 
 def _message(
@@ -131,16 +144,27 @@ def _message(
     return text
 
 
+WAITS = "; `run` holds the node at upgrade-required until room appears (gpuCapacity.onInsufficient: wait)"
+
+
 def capacity_findings(
     upgrades: Sequence[tuple[str, int | None, Sequence[PodView]]],
     nodes: Mapping[str, NodeView],
     pods_by_node: Mapping[str, Sequence[PodView]],
+    run_waits: bool = False,
 ) -> list[Finding]:
-    """`upgrades`: (node, wave, the GPU pods it evicts) for each node the plan upgrades."""
-    waves = {name: wave for name, wave, _ in upgrades}
+    """`upgrades`: (node, wave, the GPU pods it evicts) for each node the plan upgrades, wave 0 for the
+    nodes in progress. A warning, or blocking where `run` would hold the node (`run_waits`, a node not
+    started yet): the rollout would not finish by itself."""
+    waves: dict[int, set[str]] = {}
+    for name, wave, _ in upgrades:
+        if wave is not None:
+            waves.setdefault(wave, set()).add(name)
     out = []
     for name, wave, evicted in upgrades:
-        finding = capacity_finding(name, wave, evicted, nodes, pods_by_node, waves)
-        if finding is not None:
-            out.append(finding)
+        together = waves.get(wave, set()) - {name} if wave is not None else set()
+        text = shortage(name, evicted, nodes, pods_by_node, together, f"upgraded with it in wave {wave}")
+        if text is not None:
+            held = run_waits and wave != 0
+            out.append(Finding(KIND, BLOCKING if held else WARNING, name, text + (WAITS if held else "")))
     return out

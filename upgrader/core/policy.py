@@ -144,6 +144,18 @@ class OnNodeFailure(StrEnum):
     CONTINUE = "continue"
 
 
+class OnInsufficientCapacity(StrEnum):
+    """The GPU pods a node's upgrade evicts would find no room: start it anyway (plan warns, run
+    says so in an Event), or hold it at upgrade-required until room appears."""
+
+    WARN = "warn"
+    WAIT = "wait"
+
+
+class GpuCapacity(_Strict):
+    on_insufficient: OnInsufficientCapacity = Field(OnInsufficientCapacity.WARN, alias="onInsufficient")
+
+
 class MaintenanceWindow(_Strict):
     """When nodes may start: `schedule` (5-field cron, the window's start) or `days` plus `start`
     ("HH:MM"), for `duration` ("4h", "90m", "1h30m"), in `timeZone` (IANA, default UTC)."""
@@ -211,7 +223,15 @@ class MaintenanceWindow(_Strict):
         return Window(self.name or f"window {index}", cron, parse_duration(self.duration), self.time_zone)
 
 
-_SECTIONS = ("wait_for_completion", "gpu_pod_deletion", "drain", "failure_domains", "validation", "pod_restart")
+_SECTIONS = (
+    "wait_for_completion",
+    "gpu_pod_deletion",
+    "drain",
+    "failure_domains",
+    "validation",
+    "pod_restart",
+    "gpu_capacity",
+)
 
 
 class Policy(_Strict):
@@ -238,6 +258,8 @@ class Policy(_Strict):
     # Ours: no node starts while a matching Prometheus alert fires or Prometheus cannot say (None: no
     # gate); nodes in progress finish. core/alert_gate.py, docs/policy.md
     alert_gate: AlertGate | None = Field(None, alias="alertGate")
+    # Ours: what a start does when its evicted GPU pods would find no room. core/capacity.py
+    gpu_capacity: GpuCapacity = Field(GpuCapacity(), alias="gpuCapacity")
 
     @field_validator("maintenance_windows", mode="before")
     @classmethod

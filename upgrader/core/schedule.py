@@ -18,7 +18,7 @@ How nodes count (documented in docs/policy.md):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from upgrader.core import waits
@@ -31,6 +31,9 @@ from upgrader.core.waits import Wait
 from upgrader.core.windows import ALWAYS_OPEN, Verdict
 
 NO_DOMAIN = "<none>"
+# Why a node about to start would leave evicted GPU pods without room (None: they fit), given the
+# nodes starting before it in the same pass. See core/capacity.py.
+RoomCheck = Callable[[str, Collection[str]], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,7 @@ def plan_starts(
     bystanders: Sequence[NodeView] = (),
     window: Verdict = ALWAYS_OPEN,
     gate: GateVerdict = GATE_OPEN,
+    room: RoomCheck | None = None,
 ) -> Schedule:
     """`nodes` are the managed nodes; `may_start` is False while paused or halted; `last_domain` is the
     current domain the last status recorded (see `pick_domain`); `bystanders` are the other driver
@@ -142,6 +146,8 @@ def plan_starts(
     wait says when the next window opens (nodes in progress are not this function's business: they
     go on in their own steps). `gate` is the alert gate's verdict for this pass: while a matching alert
     fires or Prometheus cannot say, no node starts either, in this domain or, after a soak, the next.
+    `room` (gpuCapacity.onInsufficient: wait) holds a node whose evicted GPU pods would find no room;
+    the next candidate may start instead, and when none does the wait names the nodes held.
 
     `fleet_size` scales a percentage maxUnavailable when `nodes` is a subset that leaves out nodes
     which cannot matter (done, available, not in the current domain), as the plan's wave replay does.
@@ -196,16 +202,23 @@ def plan_starts(
     slots = (parallel - in_progress) if parallel else len(candidates)
     budget = max_unavailable - unavailable
     starts: list[str] = []
+    held: list[tuple[str, str]] = []
     for node in candidates:
         if len(starts) >= slots:
             break
         cost = 0 if is_unavailable(node) else 1
         if cost and cost > budget:  # a free start stays free when others overspent the budget
             continue
+        short = room(node.name, starts) if room is not None else None
+        if short is not None:
+            held.append((node.name, short))
+            continue
         budget -= cost
         starts.append(node.name)
     if starts:
         return result(starts, current)
+    if held:
+        return result([], current, waits.gpu_capacity(held, current))
     if parallel and in_progress >= parallel:
         wait = waits.max_parallel(parallel, [n for n in nodes if n.state in IN_PROGRESS], current, next_)
     elif max_unavailable == 0:

@@ -3,17 +3,18 @@ none can, an Event saying what they wait on (once per change of it)."""
 
 from __future__ import annotations
 
-from upgrader.core.actions import (
-    Action,
-)
+from collections.abc import Collection
+
+from upgrader.core.actions import Action
 from upgrader.core.alert_gate import gate_verdict
+from upgrader.core.capacity import evicted_gpu_pods, shortage
 from upgrader.core.events import waiting_events
 from upgrader.core.fleet import fleet
 from upgrader.core.machine import fire
 from upgrader.core.node_context import context, restart_only_digest
-from upgrader.core.policy import OnNodeFailure, Policy
+from upgrader.core.policy import OnInsufficientCapacity, OnNodeFailure, Policy
 from upgrader.core.rollout import CLEAR_BLOCK
-from upgrader.core.schedule import Schedule, canary_domain, domain_of, plan_starts
+from upgrader.core.schedule import RoomCheck, Schedule, canary_domain, domain_of, plan_starts
 from upgrader.core.states import (
     DRIVER_DELETED_AT,
     FAILED_AT,
@@ -44,6 +45,7 @@ def start_nodes(
     nodes = split.managed
     bystanders = [snapshot.nodes[name] for name in [*split.skipped, *(name for name, _ in split.invalid)]]
     last = snapshot.control.previous.get("current_domain")
+    waits_for_room = policy.gpu_capacity.on_insufficient is OnInsufficientCapacity.WAIT
     schedule = plan_starts(
         nodes,
         policy,
@@ -54,6 +56,7 @@ def start_nodes(
         bystanders=bystanders,
         window=verdict(policy.windows(), now),
         gate=gate_verdict(policy.alert_gate, snapshot.alerts),
+        room=room_check(snapshot, policy) if waits_for_room else None,
     )
     actions: list[Action] = list(waiting_events(schedule.wait, snapshot.control.previous))
     stamp = rfc3339(now)
@@ -87,6 +90,19 @@ def start_nodes(
         message = f"starting {how} in domain {schedule.current_domain}"
         actions.append(fire(name, State.UPGRADE_REQUIRED, "start", annotations=annotations, message=message))
     return schedule, actions
+
+
+def room_check(snapshot: Snapshot, policy: Policy) -> RoomCheck:
+    """For `plan_starts`: why a node's evicted GPU pods would find no room (None for a restart-only
+    upgrade, which evicts nothing), counting the nodes starting before it in this pass as cordoned."""
+
+    def check(name: str, starting: Collection[str]) -> str | None:
+        if restart_only_digest(context(snapshot, name, policy)):
+            return None
+        evicted = evicted_gpu_pods(snapshot.node_pods.get(name, []), snapshot.gpu_claims)
+        return shortage(name, evicted, snapshot.nodes, snapshot.node_pods, starting)
+
+    return check
 
 
 def settled_failures(nodes: list[NodeView], policy: Policy, acknowledged: set[str]) -> set[str]:

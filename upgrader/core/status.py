@@ -29,6 +29,7 @@ from upgrader.core.states import (
 )
 from upgrader.core.timefmt import rfc3339
 from upgrader.core.views import Snapshot
+from upgrader.core.waits import Wait
 
 PHASES = ("Running", "Halted", "Paused", "Done")
 
@@ -167,6 +168,7 @@ def rollout_status(
         "message": message,
         "halt_reason": halt,
         "waiting_on": wait.to_dict() if wait else None,
+        "waiting_since": waiting_since(wait, snapshot.control.previous, now),
         # None without maintenanceWindows (always open); else open now or not, until when, next opening
         "maintenance_window": schedule.window.to_dict() if schedule and schedule.window.windows else None,
         # None without alertGate; else open or not, the matching alerts firing, or why Prometheus could not say
@@ -193,6 +195,14 @@ def rollout_status(
         },
         "updated_at": rfc3339(now),
     }
+
+
+def waiting_since(wait: Wait | None, previous: Mapping[str, Any], now: float) -> str | None:
+    """Since when the rollout waits on this: kept while `waiting_on` stays the same, else now."""
+    if wait is None:
+        return None
+    same = wait.to_dict() == previous.get("waiting_on") and isinstance(previous.get("waiting_since"), str)
+    return str(previous["waiting_since"]) if same else rfc3339(now)
 
 
 def by_state_in_progress(by_state: dict[str, int]) -> int:

@@ -21,9 +21,23 @@ from upgrader.core.windows import YEARS, Verdict
 
 RUNBOOK = "runbooks/rollout-halted.md"
 WINDOW_RUNBOOK = "runbooks/maintenance-window-closed.md"
+CAPACITY_RUNBOOK = "runbooks/insufficient-gpu-capacity.md"
 NAMED = 10  # nodes a sentence names before "and N more"
 FIX_NAMED = 5  # nodes a remedy names before "and N more"
 LISTED = 100  # nodes `waiting_on` lists: the status ConfigMap stays small on a large fleet
+# Every `Wait.reason`, for the `upgrader_rollout_waiting` gauge (one series each, 0 or 1).
+REASONS = (
+    "max-parallel-upgrades",
+    "max-unavailable",
+    "max-unavailable-zero",
+    "soak",
+    "previous-domain",
+    "other-domain",
+    "maintenance-window",
+    "alert-firing",
+    "alert-gate-unavailable",
+    "insufficient-gpu-capacity",
+)
 
 # What a person does about a node holding the budget, in the order a remedy lists them.
 UNCORDON = "uncordon {}"
@@ -43,9 +57,7 @@ class Behind:
 
 @dataclass(frozen=True)
 class Wait:
-    # max-parallel-upgrades, max-unavailable, max-unavailable-zero, soak, previous-domain, other-domain,
-    # maintenance-window, alert-firing, alert-gate-unavailable
-    reason: str
+    reason: str  # one of REASONS
     text: str  # the whole sentence: status message, Event and log line
     domain: str | None  # the domain the rollout is on
     nodes: tuple[Behind, ...] = ()
@@ -157,6 +169,19 @@ def window_closed(verdict: Verdict, domain: str | None, next_: str | None) -> Wa
         f"({verdict.local(verdict.next_open)}); nodes in progress finish, none starts before"
     )
     return Wait("maintenance-window", text, domain, (), next_, until)
+
+
+def gpu_capacity(held: Sequence[tuple[str, str]], domain: str | None) -> Wait:
+    """Every node that could start would leave evicted GPU pods without room (onInsufficient: wait):
+    the first one's shortage in full, the others named; it ends when room appears."""
+    nodes = tuple(Behind(node, "evicted GPU pods would find no room") for node, _ in held)
+    first, why = held[0]
+    others = f"; also held: {names([n for n, _ in held[1:]], NAMED)}" if len(held) > 1 else ""
+    text = (
+        f"{first} is held at upgrade-required: {why}{others}; it starts when room appears "
+        f"(gpuCapacity.onInsufficient: wait); see {CAPACITY_RUNBOOK}"
+    )
+    return Wait("insufficient-gpu-capacity", text, domain, nodes, first, runbook=CAPACITY_RUNBOOK)
 
 
 def alert_gate(verdict: GateVerdict, domain: str | None, next_: str | None) -> Wait:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from upgrader.config import Settings
 from upgrader.core.gpupods import GpuClaims, claim_index
 from upgrader.core.selectors import parse_label_selector
+from upgrader.core.states import State
 from upgrader.core.steps import NEEDS_PODS
 from upgrader.core.timefmt import parse_or_none
 from upgrader.core.views import Control, PodView, Snapshot, driver_set, node_view, pdb_view, pod_view
@@ -61,18 +62,23 @@ def collector_paused() -> Iterator[None]:
 
 
 def take(
-    api: KubeApi, settings: Settings, cache: ClusterCache | None = None, fresh: bool = False
+    api: KubeApi, settings: Settings, cache: ClusterCache | None = None, fresh: bool = False, room: bool = False
 ) -> tuple[Snapshot, dict[str, Obj]]:
     """The snapshot, and the raw node objects (the adapter builds guarded patches from them).
 
     With a synced `cache`, nodes and driver pods come from it instead of a LIST; `fresh` LISTs them
     anyway (and hands the lists to the cache), as the first pass after winning the lease does.
+    `room` (gpuCapacity.onInsufficient: wait): while a node may still start (any not done, labelled
+    or not), every node's pods too, in one LIST, so that a start can be judged against the room its
+    evicted GPU pods would find.
     """
     with collector_paused():
-        return _take(api, settings, cache, fresh)
+        return _take(api, settings, cache, fresh, room)
 
 
-def _take(api: KubeApi, settings: Settings, cache: ClusterCache | None, fresh: bool) -> tuple[Snapshot, dict[str, Obj]]:
+def _take(
+    api: KubeApi, settings: Settings, cache: ClusterCache | None, fresh: bool, room: bool = False
+) -> tuple[Snapshot, dict[str, Obj]]:
     ns = settings.driver_namespace
     (nodes_path, _), (pods_path, pods_selector) = watch_paths(settings)
     node_entries = _read(api, nodes_path, None, node_view, cache.nodes if cache else None, fresh)
@@ -89,7 +95,8 @@ def _take(api: KubeApi, settings: Settings, cache: ClusterCache | None, fresh: b
     driver_pods: dict[str, list[PodView]] = {}
     for entry in pod_entries.values():
         driver_pods.setdefault(entry.view.node, []).append(entry.view)
-    node_pods = {}
+    node_pods: dict[str, list[PodView]] = {}
+    everyone: dict[str, list[PodView]] = {}
     is_driver = parse_label_selector(pods_selector or "")
     missing: dict[str, int | None] = {}  # driver pods the copy holds that a node's list lacked -> its version
     oldest: int | None = None
@@ -106,6 +113,12 @@ def _take(api: KubeApi, settings: Settings, cache: ClusterCache | None, fresh: b
             oldest = min(filter(None, (oldest, listed_at)), default=None)
     if cache is not None:
         check_copy(cache, missing, oldest)
+    if room and any(n.state not in NEEDS_PODS and n.state is not State.DONE for n in nodes.values()):
+        for pod in api.list("/api/v1/pods").get("items", []):
+            view = pod_view(pod)
+            if view.node in nodes and view.node not in node_pods:
+                everyone.setdefault(view.node, []).append(view)
+        node_pods.update(everyone)
     snapshot = Snapshot(
         nodes=nodes,
         driver_pods=driver_pods,
