@@ -43,6 +43,16 @@ def _fleet_size(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def _wave_duration(text: str) -> int:
+    """`plan --wave-duration`: seconds, read as the policy reads a window's `duration`."""
+    from upgrader.core.windows import WindowError, parse_duration
+
+    try:
+        return parse_duration(text)
+    except WindowError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -139,6 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--floor", action="append", default=[], type=compat_cli.floor_item, metavar="KEY=VERSION",
         help="for cuda-incompatible findings, as in `upgrader compat`: " + compat_cli.FLOOR_HELP,
+    )
+    plan.add_argument(
+        "--wave-duration", type=_wave_duration, metavar="DURATION",
+        help="how long one wave takes, like a window's duration (45m, 1h30m): with maintenanceWindows in the "
+        "policy, predicts when each wave starts and in which window (an estimate; see docs/policy.md)",
     )
     plan.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="output format (default: table)")
 

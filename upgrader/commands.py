@@ -194,7 +194,7 @@ def plan(args: argparse.Namespace) -> int:
     try:
         snapshot, resources = plan_source.to_snapshot(data, settings, plan_source.relevant_pods(policy), args.policy)
         del data  # the raw objects are not needed any more
-        options = PlanOptions(args.target_driver, ledger, profiles, floors)
+        options = PlanOptions(args.target_driver, ledger, profiles, floors, args.wave_duration)
         result = build_plan(snapshot, policy, time.time(), options, resources)
     except RecursionError:  # a value about 1,000 levels deep in the file, which the plan met
         if not args.from_file:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from upgrader.core.findings import BLOCKING
 from upgrader.core.plan import Plan
 from upgrader.core.timefmt import rfc3339
-from upgrader.core.windows import Verdict
+from upgrader.core.wave_windows import MISSING, Prediction, note, span
+from upgrader.core.windows import YEARS, Verdict, local_text
 
 
 def window_line(window: Verdict) -> str:
@@ -26,6 +27,34 @@ def window_line(window: Verdict) -> str:
     )
 
 
+def waves_in_windows(prediction: Prediction) -> list[str]:
+    """`WAVES IN WINDOWS:` under `WINDOWS:`: what the times rest on, then per wave when it starts, in
+    which window (local time of that window's zone), when it ends, and how far past the close."""
+    if prediction.duration is None:
+        return [f"WAVES IN WINDOWS: {MISSING}"]
+    if not prediction.slots:
+        return ["WAVES IN WINDOWS: no wave to place"]
+    rows: list[tuple[str, str]] = []
+    for slot in prediction.slots:
+        title = f"WAVE {slot.wave} ({slot.domain})" if slot.wave else f"IN PROGRESS ({slot.domain})"
+        if slot.wave == 0 and slot.ends_at is not None:
+            rows.append((title, f"started already, ends by {local_text(slot.ends_at, prediction.zone)}"))
+        elif slot.starts_at is not None and slot.ends_at is not None:
+            text = f"starts {slot.local(slot.starts_at)} in {slot.window}, ends {slot.local(slot.ends_at)}"
+            if slot.past_close and slot.closes_at is not None:
+                text += f", {span(slot.past_close)} past its close at {slot.local(slot.closes_at)}"
+            rows.append((title, text))
+    never = [s for s in prediction.slots if s.wave and s.starts_at is None]
+    if never and prediction.never_after is not None:  # once one wave cannot start, no later one does
+        first, last = never[0], never[-1]
+        title = f"WAVE {first.wave} ({first.domain})" if first is last else f"WAVES {first.wave}-{last.wave}"
+        after = local_text(prediction.never_after, prediction.zone)
+        verb = "never starts" if first is last else "never start"
+        rows.append((title, f"{verb}: no maintenance window opens within {YEARS} years after {after}"))
+    width = max(len(title) for title, _ in rows)
+    return [f"WAVES IN WINDOWS: {note(prediction)}", *(f"  {title:<{width}}  {text}" for title, text in rows)]
+
+
 def render_plan(plan: Plan) -> str:
     data = plan.to_dict()
     summary = data["summary"]
@@ -34,6 +63,7 @@ def render_plan(plan: Plan) -> str:
         f"canary domain {plan.canary or '-'}",
         f"BUDGETS: {summary['budgets']}",  # as `run` resolves them on this fleet
         *([window_line(plan.window)] if plan.window.windows else []),  # as `run` judges them now
+        *(waves_in_windows(plan.wave_windows) if plan.wave_windows else []),  # with --wave-duration
         f"FINDINGS: {summary['blocking']} blocking, {summary['warnings']} warnings",
     ]
     for finding in plan.findings:

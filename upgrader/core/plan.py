@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from upgrader.core.capacity import capacity_findings
+from upgrader.core.capacity import capacity_findings, evicted_gpu_pods
 from upgrader.core.compat import Floors
 from upgrader.core.detect import upgrade_reason
 from upgrader.core.driver_selectors import DriverResource, gpu_nodes, selector_findings
@@ -30,13 +30,14 @@ from upgrader.core.plan_findings import (
     profile_findings,
     undeletable,
 )
-from upgrader.core.policy import Policy
+from upgrader.core.policy import OnInsufficientCapacity, Policy
 from upgrader.core.profiles import Profile
 from upgrader.core.schedule import canary_domain, domain_of, domain_order, is_unavailable, plan_starts
 from upgrader.core.selectors import parse_label_selector
 from upgrader.core.states import IN_PROGRESS, WAS_UNSCHEDULABLE, State
 from upgrader.core.steps import drained, driver_version_label
 from upgrader.core.views import DriverSet, NodeView, PdbView, PodView, Snapshot
+from upgrader.core.wave_windows import Prediction, for_plan
 from upgrader.core.windows import ALWAYS_OPEN, Verdict, verdict
 
 
@@ -46,6 +47,7 @@ class PlanOptions:
     ledger: frozenset[str] | None = None  # image tags known to exist
     profiles: Sequence[Profile] | None = None
     floors: Floors = field(default_factory=dict)  # --floor pins (core.compat)
+    wave_duration: int | None = None  # seconds one wave takes (--wave-duration): which wave starts in which window
 
 
 @dataclass
@@ -91,6 +93,7 @@ class Plan:
     policy: Policy
     driver_nodes: int = 0  # the nodes a percentage maxUnavailable is of: every node with a driver
     window: Verdict = ALWAYS_OPEN  # maintenance windows at `now`: starts wait while none is open
+    wave_windows: Prediction | None = None  # which wave starts in which window; None: the policy has none
 
     @property
     def max_unavailable_nodes(self) -> int:
@@ -103,7 +106,7 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return {
             "canary_domain": self.canary,
-            "waves": self.waves,
+            "waves": self.wave_windows.waves(self.waves) if self.wave_windows else self.waves,
             "nodes": [n.to_dict() for n in self.nodes],
             "findings": [f.to_dict() for f in self.findings],
             "summary": {
@@ -118,6 +121,7 @@ class Plan:
                 "soak_seconds": self.policy.failure_domains.soak_seconds,
                 "budgets": budgets(self.policy, self.driver_nodes),
                 "maintenance_window": self.window.to_dict() if self.window.windows else None,
+                "wave_windows": self.wave_windows.to_dict() if self.wave_windows else None,
             },
         }
 
@@ -172,7 +176,7 @@ def build_plan(
         now,
         bystanders,
     )
-    _add_capacity_findings(snapshot, plans)
+    _add_capacity_findings(snapshot, plans, policy)
     findings = [f for p in plans.values() for f in p.findings]
     never = [p.name for p in plans.values() if p.action == "upgrade" and p.wave is None]
     findings.extend(budget_findings(policy, never))
@@ -188,20 +192,20 @@ def build_plan(
             waves.setdefault(p.wave, {"wave": p.wave, "domain": p.domain, "nodes": []})["nodes"].append(p.name)
     canary = canary_domain(managed.managed, policy)
     size = len(managed.managed) + len(bystanders)
-    return Plan(ordered, findings, list(waves.values()), canary, policy, size, verdict(policy.windows(), now))
+    in_windows = for_plan(list(waves.values()), policy, now, options.wave_duration)
+    window = verdict(policy.windows(), now)
+    return Plan(ordered, findings, list(waves.values()), canary, policy, size, window, in_windows)
 
 
-def _add_capacity_findings(snapshot: Snapshot, plans: Mapping[str, NodePlan]) -> None:
+def _add_capacity_findings(snapshot: Snapshot, plans: Mapping[str, NodePlan], policy: Policy) -> None:
     """`insufficient-gpu-capacity` on each node with a wave whose evicted GPU pods find no room."""
-    upgrades = []
-    for plan in plans.values():
-        if plan.action not in ("upgrade", "in-progress") or plan.wave is None or plan.restart_only:
-            continue
-        keys = set(plan.gpu_pods)
-        pods = snapshot.node_pods.get(plan.name, [])
-        evicted = [p for p in pods if p.key in keys and p.owner_kind != "DaemonSet"]
-        upgrades.append((plan.name, plan.wave, evicted))
-    for finding in capacity_findings(upgrades, snapshot.nodes, snapshot.node_pods):
+    upgrades = [
+        (plan.name, plan.wave, evicted_gpu_pods(snapshot.node_pods.get(plan.name, []), snapshot.gpu_claims))
+        for plan in plans.values()
+        if plan.action in ("upgrade", "in-progress") and plan.wave is not None and not plan.restart_only
+    ]
+    waits = policy.gpu_capacity.on_insufficient is OnInsufficientCapacity.WAIT
+    for finding in capacity_findings(upgrades, snapshot.nodes, snapshot.node_pods, waits):
         if finding.node is not None:
             plans[finding.node].findings.append(finding)
 
