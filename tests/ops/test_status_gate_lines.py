@@ -1,0 +1,55 @@
+"""`upgrader status`'s table names what paces starts besides the budgets: the wait and since when,
+the maintenance window, and the alert gate, each only when there is one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from upgrader.statusview import gate_lines, render_table
+
+WINDOW_CLOSED = {"open": False, "window": "nightly", "about": "nightly (0 22 * * * UTC, 4h)",
+                 "closes_at": None, "next_open": "2026-12-01T22:00:00Z"}
+WINDOW_OPEN = {**WINDOW_CLOSED, "open": True, "closes_at": "2026-12-02T02:00:00Z", "next_open": None}
+GATE = {"open": False, "prometheus": "http://prom:9090", "firing": ['SLOBurn{severity="critical"} since T'],
+        "error": None}
+
+
+def status(**extra: Any) -> dict[str, Any]:
+    return {"phase": "Running", "message": "m", "nodes_by_state": {}, **extra}
+
+
+def test_nothing_configured_nothing_waiting_adds_no_line() -> None:
+    assert gate_lines(status()) == []
+
+
+def test_each_gate_in_words() -> None:
+    lines = gate_lines(status(
+        waiting_on={"reason": "alert-firing"}, waiting_since="2026-12-01T20:00:00Z",
+        maintenance_window=WINDOW_OPEN, alert_gate=GATE,
+    ))
+    assert lines == [
+        "WAITING ON: alert-firing since 2026-12-01T20:00:00Z",
+        "WINDOW: open, nightly (0 22 * * * UTC, 4h) until 2026-12-02T02:00:00Z",
+        'ALERT GATE: closed, firing in Prometheus http://prom:9090: SLOBurn{severity="critical"} since T',
+    ]
+    assert gate_lines(status(maintenance_window=WINDOW_CLOSED, alert_gate={**GATE, "firing": [],
+                                                                              "error": "unreachable: refused"})) == [
+        "WINDOW: closed; the next, nightly (0 22 * * * UTC, 4h), opens at 2026-12-01T22:00:00Z",
+        "ALERT GATE: closed, cannot read Prometheus http://prom:9090: unreachable: refused",
+    ]
+    assert gate_lines(status(maintenance_window={**WINDOW_CLOSED, "next_open": None},
+                             alert_gate={**GATE, "open": True, "firing": []})) == [
+        "WINDOW: closed; none opens within 8 years",
+        "ALERT GATE: open, no matching alert firing in Prometheus http://prom:9090",
+    ]
+
+
+def test_the_table_shows_them_under_the_header() -> None:
+    table = render_table(status(waiting_on={"reason": "maintenance-window"}, waiting_since="2026-12-01T12:00:00Z",
+                                maintenance_window=WINDOW_CLOSED)).splitlines()
+    assert table[:4] == [
+        "PHASE: Running   m",
+        "UPDATED: (never)   NODES: 0",
+        "WAITING ON: maintenance-window since 2026-12-01T12:00:00Z",
+        "WINDOW: closed; the next, nightly (0 22 * * * UTC, 4h), opens at 2026-12-01T22:00:00Z",
+    ]
