@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from upgrader.config import load_policy
-from upgrader.core.policy import OnBlockedTimeout, OnNodeFailure, Policy
+from upgrader.core.policy import OnBlockedTimeout, OnInsufficientCapacity, OnNodeFailure, Policy
 from upgrader.core.profiles import load_profiles_text, qualification
 
 POLICY_DIR = Path(__file__).resolve().parent.parent / "policies"
@@ -43,6 +43,13 @@ def test_canary_and_fail_fast_examples() -> None:
     assert fast.on_blocked_timeout is OnBlockedTimeout.FAIL and fast.on_node_failure is OnNodeFailure.CONTINUE
     drain = load_policy(str(POLICIES[0].parent / "drain-enabled.yaml"))
     assert drain.drain.enable and drain.drain.pod_selector == "gpu-upgrader.io/drain-with-driver=true"
+
+
+def test_paced_example() -> None:
+    paced = load_policy(str(POLICY_DIR / "paced.yaml"))
+    assert [w.name for w in paced.maintenance_windows] == ["weeknights", "weekend"]
+    assert paced.alert_gate is not None and paced.alert_gate.alerts == ("GPUServingSLOBurnRateHigh", "KubeNodeNotReady")
+    assert paced.gpu_capacity.on_insufficient is OnInsufficientCapacity.WAIT
 
 
 def test_profiles_example() -> None:
