@@ -4,66 +4,13 @@ each answer (firing alerts only; a 500, garbage or a closed port is one line the
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 
 from upgrader.alert_source import PrometheusAlerts, parse_alerts
 from upgrader.core.alert_gate import Alert, AlertGate, AlertReading
 
-from .conftest import free_port
-
-ACTIVE = "2026-11-30T21:58:00.123Z"
-
-
-def answer(*alerts: dict[str, Any]) -> dict[str, Any]:
-    return {"status": "success", "data": {"alerts": list(alerts)}}
-
-
-def alert(name: str, state: str, **labels: str) -> dict[str, Any]:
-    return {"labels": {"alertname": name, **labels}, "annotations": {"summary": "s"}, "state": state,
-            "activeAt": ACTIVE, "value": "1e+00"}
-
-
-class FakePrometheus:
-    """Serves GET /api/v1/alerts with whatever `status` and `body` say now; records each request path."""
-
-    def __init__(self) -> None:
-        self.status = 200
-        self.body: bytes = json.dumps(answer()).encode()
-        self.requests: list[str] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                outer.requests.append(self.path)
-                self.send_response(outer.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(outer.body)))
-                self.end_headers()
-                self.wfile.write(outer.body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
-
-    def serve(self, data: Any, status: int = 200) -> None:
-        self.status = status
-        self.body = data if isinstance(data, bytes) else json.dumps(data).encode()
-
-
-@pytest.fixture
-def prometheus() -> Iterator[FakePrometheus]:
-    fake = FakePrometheus()
-    yield fake
-    fake.server.shutdown()
-    fake.server.server_close()
+from .conftest import ACTIVE, FakePrometheus, alert, answer, free_port
 
 
 def source(url: str, timeout: int = 5) -> PrometheusAlerts:

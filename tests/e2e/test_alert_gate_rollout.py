@@ -4,10 +4,7 @@ answer is garbage, lets the node in progress finish, and goes on once the alert 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from upgrader.config import Settings
 from upgrader.controller import Controller, PassReport
@@ -17,17 +14,9 @@ from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.invariants import RolloutRecorder
 from upgrader.sim.spread import build_spread, zone_names
 
-from ..test_alert_source import FakePrometheus, alert, answer
+from ..conftest import FakePrometheus, alert, answer
 
 ZONES = zone_names(1)
-
-
-@pytest.fixture
-def prometheus() -> Iterator[FakePrometheus]:
-    fake = FakePrometheus()
-    yield fake
-    fake.server.shutdown()
-    fake.server.server_close()
 
 
 def passes(cluster: EmulatedCluster, controller: Controller, count: int) -> PassReport:
