@@ -56,6 +56,14 @@ def evicted_gpu_pods(pods: Iterable[PodView], claims: GpuClaims) -> list[PodView
     return [p for p in gpu_pods(list(pods), claims) if not p.mirror and p.owner_kind != "DaemonSet"]
 
 
+def room_by_node(
+    nodes: Mapping[str, NodeView], pods_by_node: Mapping[str, Sequence[PodView]]
+) -> dict[str, dict[str, int]]:
+    """`free_capacity` of every node with GPU or MIG resources: computed once per pass or plan, not
+    once per node judged."""
+    return {name: free_capacity(node, pods_by_node.get(name, ())) for name, node in nodes.items() if node.allocatable}
+
+
 def unavailable_reason(node: NodeView, together: Collection[str], together_why: str) -> str | None:
     if node.unschedulable:
         return "cordoned"
@@ -70,12 +78,13 @@ def shortage(
     node: str,
     evicted: Sequence[PodView],
     nodes: Mapping[str, NodeView],
-    pods_by_node: Mapping[str, Sequence[PodView]],
+    room: Mapping[str, Mapping[str, int]],
     together: Collection[str] = (),
     together_why: str = "starting with it",
 ) -> str | None:
-    """Why the recreated pods of `evicted` would not all find room (None when they would). `together`:
-    the other nodes cordoned with this one, unavailable for `together_why`."""
+    """Why the recreated pods of `evicted` would not all find room (None when they would). `room`: each
+    node's free resources (`room_by_node`); `together`: the other nodes cordoned with this one,
+    unavailable for `together_why`."""
     # In the order the upgrade evicts them (by key), each on the fitting node with the most room left:
     # kube-scheduler's default scoring spreads (LeastAllocated), it does not pack. Best-fit packing
     # (largest first, tightest node) promised room the emulator's scheduler then did not find.
@@ -86,7 +95,7 @@ def shortage(
     if not moving:
         return None
     wanted = {name for p in moving for name in p.gpu_requests}
-    free: dict[str, dict[str, int]] = {}
+    found: dict[str, dict[str, int]] = {}
     unavailable: list[str] = []
     for name in sorted(nodes):
         other = nodes[name]
@@ -96,9 +105,8 @@ def shortage(
         if why is not None:
             unavailable.append(f"{name} ({why})")
         else:
-            free[name] = free_capacity(other, pods_by_node.get(name, ()))
-    found = {name: dict(amounts) for name, amounts in free.items()}
-    left = {name: dict(amounts) for name, amounts in free.items()}
+            found[name] = dict(room.get(name, {}))
+    left = {name: dict(amounts) for name, amounts in found.items()}
     pending: list[PodView] = []
     for pod in moving:
         fits = [
@@ -161,9 +169,10 @@ def capacity_findings(
         if wave is not None:
             waves.setdefault(wave, set()).add(name)
     out = []
+    room = room_by_node(nodes, pods_by_node)
     for name, wave, evicted in upgrades:
         together = waves.get(wave, set()) - {name} if wave is not None else set()
-        text = shortage(name, evicted, nodes, pods_by_node, together, f"upgraded with it in wave {wave}")
+        text = shortage(name, evicted, nodes, room, together, f"upgraded with it in wave {wave}")
         if text is not None:
             held = run_waits and wave != 0
             out.append(Finding(KIND, BLOCKING if held else WARNING, name, text + (WAITS if held else "")))

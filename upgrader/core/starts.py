@@ -4,10 +4,11 @@ none can, an Event saying what they wait on (once per change of it)."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from functools import cache
 
 from upgrader.core.actions import Action
 from upgrader.core.alert_gate import gate_verdict
-from upgrader.core.capacity import evicted_gpu_pods, shortage
+from upgrader.core.capacity import evicted_gpu_pods, room_by_node, shortage
 from upgrader.core.events import waiting_events
 from upgrader.core.fleet import fleet
 from upgrader.core.machine import fire
@@ -95,12 +96,13 @@ def start_nodes(
 def room_check(snapshot: Snapshot, policy: Policy) -> RoomCheck:
     """For `plan_starts`: why a node's evicted GPU pods would find no room (None for a restart-only
     upgrade, which evicts nothing), counting the nodes starting before it in this pass as cordoned."""
+    room = cache(lambda: room_by_node(snapshot.nodes, snapshot.node_pods))  # once a pass, when first asked
 
     def check(name: str, starting: Collection[str]) -> str | None:
         if restart_only_digest(context(snapshot, name, policy)):
             return None
         evicted = evicted_gpu_pods(snapshot.node_pods.get(name, []), snapshot.gpu_claims)
-        return shortage(name, evicted, snapshot.nodes, snapshot.node_pods, starting)
+        return shortage(name, evicted, snapshot.nodes, room(), starting)
 
     return check
 
