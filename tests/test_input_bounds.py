@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from upgrader.cli import main
-from upgrader.config import FROM_FILE_MAX_MIB, MIB
+from upgrader.inputs import FROM_FILE_MAX_MIB, MIB
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.scenarios import build
 

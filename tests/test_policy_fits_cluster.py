@@ -18,9 +18,10 @@ from kubernetes import client as k8s
 
 from upgrader import runner
 from upgrader.cli import main
-from upgrader.config import ConfigError, Settings
+from upgrader.config import Settings
 from upgrader.controller import Controller
 from upgrader.core.policy import policy_from_mapping
+from upgrader.inputs import ConfigError
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.faults import FaultPlan, FaultRates
 from upgrader.sim.scenarios import build

@@ -7,12 +7,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from upgrader.inputs import UsageError
+
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit code 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -208,7 +206,7 @@ def _cluster_flags(parser: argparse.ArgumentParser, namespace_help: str) -> None
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from upgrader.config import ConfigError
+    from upgrader.inputs import ConfigError
 
     try:
         if args.command == "sim" and args.sim_command == "serve":

@@ -10,17 +10,9 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from upgrader.config import (
-    LEDGER_MAX_BYTES,
-    MIB,
-    PROFILES_MAX_BYTES,
-    ConfigError,
-    Settings,
-    load_policy,
-    load_settings,
-    read_bounded,
-)
+from upgrader.config import Settings, load_policy, load_settings
 from upgrader.core.input_errors import printable
+from upgrader.inputs import LEDGER_MAX_BYTES, MIB, PROFILES_MAX_BYTES, ConfigError, read_bounded
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient

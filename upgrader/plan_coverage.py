@@ -19,10 +19,11 @@ import sys
 from collections.abc import Collection, Sequence, Set
 from typing import Any
 
-from upgrader.config import ConfigError, Settings
+from upgrader.config import Settings
 from upgrader.core.driver_selectors import gpu_nodes
 from upgrader.core.fleet import fleet
 from upgrader.core.views import Snapshot
+from upgrader.inputs import ConfigError
 
 Obj = dict[str, Any]
 EXPORT = "kubectl get nodes,pods,pdb,daemonsets,controllerrevisions,jobs -A -o json"

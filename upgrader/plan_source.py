@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from upgrader import plan_coverage
-from upgrader.config import FROM_FILE_MAX_MIB, MIB, ConfigError, Settings, read_bounded
+from upgrader.config import Settings
 from upgrader.core.driver_selectors import DriverResource, driver_resource
 from upgrader.core.fleet import fleet
 from upgrader.core.gpupods import claim_index, is_gpu_resource
@@ -19,6 +19,7 @@ from upgrader.core.policy import Policy
 from upgrader.core.policy_fleet import fleet_problem, refusal
 from upgrader.core.selectors import SelectorError, parse_label_selector
 from upgrader.core.views import Snapshot, driver_set, node_view, pdb_view, pod_view
+from upgrader.inputs import FROM_FILE_MAX_MIB, MIB, ConfigError, read_bounded
 
 if TYPE_CHECKING:
     from upgrader.kube.api import KubeApi

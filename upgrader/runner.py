@@ -12,11 +12,12 @@ from types import FrameType
 from kubernetes import client as k8s
 
 from upgrader import __version__
-from upgrader.config import ConfigError, Settings
+from upgrader.config import Settings
 from upgrader.controller import Controller, PassReport
 from upgrader.core.fleet import fleet
 from upgrader.core.policy import Policy
 from upgrader.core.policy_fleet import fleet_problem, refusal, status_problem
+from upgrader.inputs import ConfigError
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache
 from upgrader.kube.leader import LeaderElector

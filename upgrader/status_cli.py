@@ -18,8 +18,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from upgrader.config import CONTROLLER_NAMESPACES, ConfigError, Settings, load_settings
+from upgrader.config import CONTROLLER_NAMESPACES, Settings, load_settings
 from upgrader.core.timefmt import rfc3339
+from upgrader.inputs import ConfigError
 from upgrader.liveness import ControllerSeen, judge_lease, unreadable
 from upgrader.statusview import render_table, render_watch
 

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from upgrader.config import ConfigError, load_policy
+from upgrader.config import load_policy
 from upgrader.core.actions import Event
 from upgrader.core.alert_gate import Alert, AlertGate, AlertReading, gate_verdict
 from upgrader.core.reconcile import PassOutcome, reconcile
 from upgrader.core.states import SINCE_STATE, STATE_LABEL, State
 from upgrader.core.views import Control
+from upgrader.inputs import ConfigError
 
 from .factories import NEW, OLD, T0, at, driver_pod, gpu_pod, node, policy, snapshot, validator
 from .test_rollout import World

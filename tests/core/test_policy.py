@@ -12,9 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from upgrader.config import ConfigError, load_policy
+from upgrader.config import load_policy
 from upgrader.core.input_errors import one_line
 from upgrader.core.policy import OnBlockedTimeout, OnNodeFailure, Policy, policy_from_mapping
+from upgrader.inputs import ConfigError
 
 
 def write(tmp_path: Path, text: str, name: str = "policy.yaml") -> str:
@@ -347,7 +348,7 @@ def test_an_unreadable_file_is_a_config_error(tmp_path: Path, monkeypatch: pytes
     def refuse(file: Any, *args: Any, **kwargs: Any) -> Any:
         raise PermissionError(13, "Permission denied", str(file))
 
-    monkeypatch.setattr("upgrader.config.open", refuse, raising=False)
+    monkeypatch.setattr("upgrader.inputs.open", refuse, raising=False)
     with pytest.raises(ConfigError) as err:
         load_policy(path)
     assert str(err.value) == f"policy {path}: cannot read: Permission denied"

@@ -12,10 +12,23 @@ a driver unloaded under a running job does not.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from upgrader.core.views import PodView
+
+class PodView(Protocol):
+    """What these checks read of a pod: views.PodView has it (named here, so views imports us only)."""
+
+    @property
+    def phase(self) -> str: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def claims(self) -> tuple[str, ...]: ...
+    @property
+    def terminal(self) -> bool: ...
+
+
+Pod = TypeVar("Pod", bound=PodView)
 
 GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
 NVIDIA_DRA_DRIVER = "gpu.nvidia.com"
@@ -45,7 +58,7 @@ def may_hold_gpu(pod: PodView, claims: GpuClaims) -> bool:
     return pod.gpus > 0 or any(claims is None or claims.get(key, True) for key in pod.claims)
 
 
-def gpu_pods(pods: Sequence[PodView], claims: GpuClaims) -> list[PodView]:
+def gpu_pods(pods: Sequence[Pod], claims: GpuClaims) -> list[Pod]:
     return [p for p in pods if is_gpu_pod(p, claims)]
 
 

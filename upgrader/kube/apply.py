@@ -12,7 +12,6 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from upgrader.config import Settings
 from upgrader.core.actions import (
     Action,
     Annotate,
@@ -26,6 +25,7 @@ from upgrader.core.actions import (
     WriteStatus,
 )
 from upgrader.core.states import STATE_LABEL, State
+from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import JSON_PATCH, MERGE, ApiError, KubeApi
 from upgrader.kube.events import EventRecorder
 from upgrader.kube.snapshot import status_path
@@ -41,7 +41,7 @@ class Applier:
     def __init__(
         self,
         api: KubeApi,
-        settings: Settings,
+        settings: Addresses,
         nodes: dict[str, Obj],
         now: float,
         observe: Callable[[Obj], None] | None = None,
@@ -168,7 +168,7 @@ class Applier:
         write_status(self.api, self.settings, action.status)
 
 
-def write_status(api: KubeApi, settings: Settings, status: Any) -> None:
+def write_status(api: KubeApi, settings: Addresses, status: Any) -> None:
     """Merge the status into the ConfigMap (creating it), leaving the operators' keys alone."""
     data = {
         "phase": str(status.get("phase", "")),
@@ -178,7 +178,7 @@ def write_status(api: KubeApi, settings: Settings, status: Any) -> None:
     patch_configmap(api, settings, data)
 
 
-def patch_configmap(api: KubeApi, settings: Settings, data: dict[str, str]) -> None:
+def patch_configmap(api: KubeApi, settings: Addresses, data: dict[str, str]) -> None:
     path = status_path(settings)
     try:
         api.patch(path, {"data": data})

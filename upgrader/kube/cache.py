@@ -5,13 +5,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from upgrader.config import Settings
 from upgrader.core.views import NodeView, PdbView, PodView, node_view, pdb_view, pod_view
+from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import KubeApi
 from upgrader.kube.informer import Informer, Obj, start
 
 
-def watch_paths(settings: Settings) -> list[tuple[str, str | None]]:
+def watch_paths(settings: Addresses) -> list[tuple[str, str | None]]:
     """What the controller follows: every node, and the driver pods (collection path, label selector)."""
     return [
         ("/api/v1/nodes", None),
@@ -20,7 +20,7 @@ def watch_paths(settings: Settings) -> list[tuple[str, str | None]]:
 
 
 class ClusterCache:
-    def __init__(self, api: KubeApi, settings: Settings, on_change: Callable[[], None]) -> None:
+    def __init__(self, api: KubeApi, settings: Addresses, on_change: Callable[[], None]) -> None:
         (nodes_path, _), (pods_path, pods_selector) = watch_paths(settings)
         self.nodes: Informer[NodeView] = Informer(api, nodes_path, node_view, on_change=on_change)
         # Node patches are built against the raw node; for driver pods a pass needs only views.

@@ -13,8 +13,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
-from upgrader.config import KUBECONFIG_MAX_BYTES, ClientConfigError, ConfigError, load_yaml, read_bounded
 from upgrader.core.input_errors import printable
+from upgrader.inputs import KUBECONFIG_MAX_BYTES, ClientConfigError, ConfigError, load_yaml, read_bounded
 
 __all__ = ["ClientConfigError", "api_client"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from upgrader.config import Settings
 from upgrader.core.actions import Event
 from upgrader.core.timefmt import rfc3339, rfc3339_micro
+from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import MERGE, ApiError, KubeApi
 
 Obj = dict[str, Any]
@@ -30,7 +30,7 @@ def event_name(event: Event) -> str:
 class EventRecorder:
     """Creates an Event the first time, counts it on afterwards. One per controller process."""
 
-    def __init__(self, api: KubeApi, settings: Settings) -> None:
+    def __init__(self, api: KubeApi, settings: Addresses) -> None:
         self.api = api
         self.settings = settings
         self.counts: dict[str, int] = {}  # event name -> count last written by this process

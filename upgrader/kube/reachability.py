@@ -18,10 +18,15 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from upgrader.kube.api import ApiError
+
+class Away(Protocol):
+    """An error that means the API server is away (api.py's ApiError with `away` true)."""
+
+    @property
+    def kind(self) -> str: ...
+
 
 log = logging.getLogger("upgrader")
 
@@ -69,7 +74,7 @@ class Reachability:
         self._reporters: dict[str, Trouble] = {}
         self._said: Trouble | None = None  # the trouble the log last announced; None: answering
 
-    def failed(self, reporter: str, error: ApiError) -> None:
+    def failed(self, reporter: str, error: Away) -> None:
         """`reporter`'s last try met `error` (one that means the API server is away)."""
         kind = error.kind
         with self._lock:

@@ -9,13 +9,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from upgrader.config import Settings
 from upgrader.core.gpupods import GpuClaims, claim_index
 from upgrader.core.selectors import parse_label_selector
 from upgrader.core.states import State
 from upgrader.core.steps import NEEDS_PODS
 from upgrader.core.timefmt import parse_or_none
 from upgrader.core.views import Control, PodView, Snapshot, driver_set, node_view, pdb_view, pod_view
+from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache, watch_paths
 from upgrader.kube.informer import Entry, Informer, object_key, version_of
@@ -24,11 +24,11 @@ Obj = dict[str, Any]
 V = TypeVar("V")
 
 
-def status_path(settings: Settings) -> str:
+def status_path(settings: Addresses) -> str:
     return f"/api/v1/namespaces/{settings.namespace}/configmaps/{settings.status_configmap}"
 
 
-def read_control(api: KubeApi, settings: Settings) -> Control:
+def read_control(api: KubeApi, settings: Addresses) -> Control:
     cm = api.get(status_path(settings))
     data = (cm or {}).get("data") or {}
     try:
@@ -62,7 +62,7 @@ def collector_paused() -> Iterator[None]:
 
 
 def take(
-    api: KubeApi, settings: Settings, cache: ClusterCache | None = None, fresh: bool = False, room: bool = False
+    api: KubeApi, settings: Addresses, cache: ClusterCache | None = None, fresh: bool = False, room: bool = False
 ) -> tuple[Snapshot, dict[str, Obj]]:
     """The snapshot, and the raw node objects (the adapter builds guarded patches from them).
 
@@ -77,7 +77,7 @@ def take(
 
 
 def _take(
-    api: KubeApi, settings: Settings, cache: ClusterCache | None, fresh: bool, room: bool = False
+    api: KubeApi, settings: Addresses, cache: ClusterCache | None, fresh: bool, room: bool = False
 ) -> tuple[Snapshot, dict[str, Obj]]:
     ns = settings.driver_namespace
     (nodes_path, _), (pods_path, pods_selector) = watch_paths(settings)

@@ -14,8 +14,8 @@ from urllib.parse import parse_qs
 
 from upgrader.sim import errors, tables
 from upgrader.sim.discovery import discovery_document
-from upgrader.sim.disruption import evict
 from upgrader.sim.events_v1 import EventsV1View, is_view
+from upgrader.sim.eviction import evict
 from upgrader.sim.faults import FaultPlan, RequestLog, RequestRecord
 from upgrader.sim.registry import ResourceType
 from upgrader.sim.store import Store

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from upgrader.sim.api import Dispatcher
-from upgrader.sim.backup import Backup, resume
+from upgrader.sim.backup import Backup
 from upgrader.sim.clock import Clock, RealClock, VirtualClock
 from upgrader.sim.daemonsets import DaemonSetController
 from upgrader.sim.disruption import DisruptionController
@@ -18,6 +18,7 @@ from upgrader.sim.jobs import JobController
 from upgrader.sim.kubeconfig import write_kubeconfig
 from upgrader.sim.loading import load
 from upgrader.sim.registry import ResourceType, crd_types
+from upgrader.sim.resume import resume
 from upgrader.sim.settings import SimSettings
 from upgrader.sim.store import Store
 from upgrader.sim.watch import Change
@@ -91,7 +92,7 @@ class EmulatedCluster:
         """The API server comes back on `backup`'s data (an etcd restore): resourceVersions go back
         (unless `bump_revision`), every watch ends, a watch from a newer version gets what
         `future_watches` says ("wait", kube-apiserver's default, "gone" or "too-large"), and the
-        behaviours carry on from the restored objects (`backup.resume`)."""
+        behaviours carry on from the restored objects (`resume.resume`)."""
         with self.store.lock:
             self.store.restore_from(backup, bump_revision, future_watches)
             resume(self)

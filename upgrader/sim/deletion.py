@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from upgrader.sim import errors
 from upgrader.sim.clock import parse_rfc3339
-from upgrader.sim.registry import ResourceType
-
-if TYPE_CHECKING:
-    from upgrader.sim.store import Store
+from upgrader.sim.registry import Registry, ResourceType
 
 Obj = dict[str, Any]
 
@@ -63,7 +60,17 @@ def owned_by(obj: Obj, owner_uid: str) -> bool:
     return any(r.get("uid") == owner_uid for r in refs)
 
 
-def collect_dependents(store: Store, owner_uid: str) -> None:
+class _Objects(Protocol):
+    """What cascading deletion uses of the store: store.py passes itself."""
+
+    registry: Registry
+
+    def objects(self, rtype: ResourceType, namespace: str | None = None) -> list[Obj]: ...
+    def find(self, rtype: ResourceType, namespace: str | None, name: str) -> Obj | None: ...
+    def delete(self, rtype: ResourceType, namespace: str | None, name: str) -> Obj: ...
+
+
+def collect_dependents(store: _Objects, owner_uid: str) -> None:
     """Background cascading deletion: objects whose ownerReferences name the deleted owner."""
     for rtype in list(store.registry.types.values()):
         for obj in store.objects(rtype):

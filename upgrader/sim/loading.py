@@ -19,14 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from upgrader.sim import errors
 from upgrader.sim.events_v1 import stored_form
+from upgrader.sim.parts import ClusterParts
 from upgrader.sim.registry import ResourceType, crd_types
-
-if TYPE_CHECKING:
-    from upgrader.sim.cluster import EmulatedCluster
 
 Obj = dict[str, Any]
 FIRST = ("Namespace", "CustomResourceDefinition", "Node", "ControllerRevision")
@@ -42,7 +40,7 @@ def _rank(obj: Obj) -> int:
     return len(FIRST)
 
 
-def load(cluster: EmulatedCluster, objects: Iterable[Obj], bulk: bool = True) -> int:
+def load(cluster: ClusterParts, objects: Iterable[Obj], bulk: bool = True) -> int:
     """Store `objects` (each with apiVersion and kind) and settle the cluster; returns how many."""
     store = cluster.store
     namespaces = store.type("", "v1", "namespaces")
@@ -74,14 +72,14 @@ def load(cluster: EmulatedCluster, objects: Iterable[Obj], bulk: bool = True) ->
     return count
 
 
-def _register(cluster: EmulatedCluster, crd: Obj) -> None:
+def _register(cluster: ClusterParts, crd: Obj) -> None:
     registry = cluster.store.registry
     for rtype in crd_types(crd):
         if registry.lookup(rtype.group, rtype.version, rtype.plural) is None:
             registry.add(rtype)
 
 
-def settle(cluster: EmulatedCluster, new_jobs: Iterable[Obj] = ()) -> None:
+def settle(cluster: ClusterParts, new_jobs: Iterable[Obj] = ()) -> None:
     """Bring every behaviour's state up to date with the store, as its reactions would have."""
     store, daemonsets = cluster.store, cluster.daemonsets
     with store.lock:

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
-from upgrader.cli import UsageError
+from upgrader.inputs import UsageError
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.scenarios import build
 

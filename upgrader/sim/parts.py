@@ -1,0 +1,25 @@
+"""The parts of an emulated cluster that loading and resuming work on: its store and controllers.
+
+`EmulatedCluster` (cluster.py) has them; loading.py and resume.py name only this shape, so the
+cluster imports them and not the other way round.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from upgrader.sim.daemonsets import DaemonSetController
+from upgrader.sim.disruption import DisruptionController
+from upgrader.sim.jobs import JobController
+from upgrader.sim.settings import SimSettings
+from upgrader.sim.store import Store
+from upgrader.sim.workloads import WorkloadController
+
+
+class ClusterParts(Protocol):
+    store: Store
+    settings: SimSettings
+    daemonsets: DaemonSetController
+    jobs: JobController
+    workloads: WorkloadController
+    disruption: DisruptionController
