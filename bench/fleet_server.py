@@ -25,7 +25,7 @@ import time
 from types import FrameType
 
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.largefleet import paused_rollout
+from upgrader.sim.fleets.largefleet import paused_rollout
 
 
 def main() -> None:

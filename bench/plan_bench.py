@@ -32,7 +32,7 @@ def generate(nodes: int, pods_per_node: int) -> Path:
     DATA.mkdir(parents=True, exist_ok=True)
     path = DATA / f"fleet-{nodes}x{pods_per_node}.json"
     if not path.exists():
-        from upgrader.sim.largefleet import kubectl_list
+        from upgrader.sim.fleets.largefleet import kubectl_list
 
         tmp = path.with_suffix(".tmp")
         with tmp.open("w") as out:

@@ -15,7 +15,7 @@ import pytest
 from upgrader.cli import main
 from upgrader.inputs import FROM_FILE_MAX_MIB, MIB
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
 
 TOO_DEEP = "nested too deeply (lists or maps about 1,000 levels deep; kubectl never writes that)"
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a-01"}, "spec": {}, "status": {}}

@@ -22,9 +22,9 @@ from upgrader.config import Settings
 from upgrader.controller import Controller
 from upgrader.core.policy import policy_from_mapping
 from upgrader.inputs import ConfigError
+from upgrader.sim.apiserver.faults import FaultPlan, FaultRates
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.faults import FaultPlan, FaultRates
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
 
 ZONES = "(zones: us-east-1a, us-east-1b, us-east-1c)"
 CANARY_1Z = f'failureDomains.canary: "us-east-1z" is not the zone of any managed GPU node {ZONES}'

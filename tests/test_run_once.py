@@ -18,9 +18,9 @@ import pytest
 
 from upgrader.cli import main
 from upgrader.core.timefmt import rfc3339_micro
+from upgrader.sim.apiserver.faults import FaultPlan, FaultRates
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.faults import FaultPlan, FaultRates
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
 
 LEASE = "gpu-operator/gpu-driver-upgrader"
 

@@ -63,7 +63,7 @@ def _port(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from upgrader import compat_cli
-    from upgrader.sim.scenarios import DEFAULT_NODES, SCENARIOS, ZONES
+    from upgrader.sim.fleets.scenarios import DEFAULT_NODES, SCENARIOS, ZONES
 
     nodes = _fleet_size(len(ZONES))
 

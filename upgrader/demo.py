@@ -19,8 +19,8 @@ from upgrader.controller import PassReport
 from upgrader.core.policy import Policy, policy_from_mapping
 from upgrader.runner import build_controller, check_policy_against_cluster, start_watches
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.fleet_builders import NEW_DRIVER, OLD_DRIVER
-from upgrader.sim.scenarios import ScenarioInfo, build
+from upgrader.sim.fleets.builders import NEW_DRIVER, OLD_DRIVER
+from upgrader.sim.fleets.scenarios import ScenarioInfo, build
 from upgrader.statusview import progress_line, render_table
 
 # Short timeouts so every scenario reaches its end within a minute.

@@ -20,9 +20,9 @@ from upgrader.controller import Controller, PassReport
 from upgrader.core.policy import Policy, policy_from_mapping
 from upgrader.runner import build_controller, start_watches
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.invariants import RolloutRecorder
-from upgrader.sim.scenarios import ScenarioInfo, build
-from upgrader.sim.settings import SimSettings
+from upgrader.sim.controllers.settings import SimSettings
+from upgrader.sim.fleets.scenarios import ScenarioInfo, build
+from upgrader.sim.proving.invariants import RolloutRecorder
 
 FAST_SIM = {
     "pod_recreate_delay": 0.2,

@@ -20,8 +20,8 @@ from upgrader.controller import Controller, PassReport
 from upgrader.core.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.invariants import RolloutRecorder
-from upgrader.sim.spread import build_spread, zone_names
+from upgrader.sim.fleets.spread import build_spread, zone_names
+from upgrader.sim.proving.invariants import RolloutRecorder
 
 from ..prometheus_tools import Prometheus, binary
 

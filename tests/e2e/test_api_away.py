@@ -16,13 +16,13 @@ from pathlib import Path
 import yaml
 
 from tests.conftest import free_port as closed_port
-from upgrader.sim import errors
-from upgrader.sim.api import Request, Response, encode
+from upgrader.sim.apiserver import errors
+from upgrader.sim.apiserver.api import Request, Response, encode
+from upgrader.sim.apiserver.faults import VERBS, FaultPlan, FaultRates
+from upgrader.sim.apiserver.kubeconfig import write_kubeconfig
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.faults import VERBS, FaultPlan, FaultRates
-from upgrader.sim.kubeconfig import write_kubeconfig
-from upgrader.sim.scenarios import build
-from upgrader.sim.settings import SimSettings
+from upgrader.sim.controllers.settings import SimSettings
+from upgrader.sim.fleets.scenarios import build
 
 from .conftest import FAST_POLICY, FAST_SIM
 from .partition import PartitionProxy

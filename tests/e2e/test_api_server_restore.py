@@ -25,11 +25,11 @@ from upgrader.core.states import STATE_LABEL, WAS_UNSCHEDULABLE, State
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache
 from upgrader.kube.informer import Informer
-from upgrader.sim.backup import Backup
+from upgrader.sim.apiserver.backup import Backup
+from upgrader.sim.apiserver.faults import RequestRecord
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.faults import RequestRecord
-from upgrader.sim.invariants import RolloutRecorder
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
+from upgrader.sim.proving.invariants import RolloutRecorder
 
 POLICY = {
     "maxParallelUpgrades": 2,

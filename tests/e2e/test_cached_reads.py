@@ -15,8 +15,8 @@ from upgrader.kube.api import KubeApi
 from upgrader.kube.cache import ClusterCache
 from upgrader.kube.leader import LeaderElector
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.invariants import RolloutRecorder
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
+from upgrader.sim.proving.invariants import RolloutRecorder
 
 POLICY = {
     "maxParallelUpgrades": 2,

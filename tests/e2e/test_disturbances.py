@@ -35,12 +35,12 @@ from upgrader.core.states import (
 )
 from upgrader.kube.api import KubeApi
 from upgrader.kube.leader import LeaderElector
+from upgrader.sim.apiserver.faults import RequestRecord
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.faults import RequestRecord
-from upgrader.sim.fleet_builders import OPERATOR_NS, pinned_workload_pod, pod_object
-from upgrader.sim.invariants import RolloutRecorder
-from upgrader.sim.scenarios import build
-from upgrader.sim.settings import JOB_RUN_SECONDS, SimSettings
+from upgrader.sim.controllers.settings import JOB_RUN_SECONDS, SimSettings
+from upgrader.sim.fleets.builders import OPERATOR_NS, pinned_workload_pod, pod_object
+from upgrader.sim.fleets.scenarios import build
+from upgrader.sim.proving.invariants import RolloutRecorder
 
 POLICY: dict[str, Any] = {"maxParallelUpgrades": 2, "maxUnavailable": "50%", "failureDomains": {"canary": "us-east-1a"}}
 ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]

@@ -25,9 +25,9 @@ import pytest
 from upgrader.cli import main
 from upgrader.core.policy import policy_from_mapping
 from upgrader.core.states import BLOCKED_KIND, BLOCKED_SINCE, REQUESTED_ANNOTATION, STATE_LABEL, State
-from upgrader.sim.fleet_builders import KERNELS, OLD_DRIVER, OPERATOR_NS, OS_TAG, driver_template, node_object
-from upgrader.sim.invariants import RolloutRecorder, lease_handovers
-from upgrader.sim.settings import SimSettings
+from upgrader.sim.controllers.settings import SimSettings
+from upgrader.sim.fleets.builders import KERNELS, OLD_DRIVER, OPERATOR_NS, OS_TAG, driver_template, node_object
+from upgrader.sim.proving.invariants import RolloutRecorder, lease_handovers
 
 from .test_disturbances import IN_PROGRESS_VALUES, POLICY, ZONE_LABEL, ZONES, World, runbook_line, starts_after
 

@@ -13,8 +13,8 @@ from upgrader.core.policy import policy_from_mapping
 from upgrader.core.states import FAILED_AT, REQUESTED_ANNOTATION, STATE_LABEL, State
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.invariants import RolloutRecorder
-from upgrader.sim.scenarios import DRIVER_REPO, NEW_DRIVER, UNBUILT_KERNEL, build, driver_tag
+from upgrader.sim.fleets.scenarios import DRIVER_REPO, NEW_DRIVER, UNBUILT_KERNEL, build, driver_tag
+from upgrader.sim.proving.invariants import RolloutRecorder
 
 MERGE = "application/merge-patch+json"
 CYCLE = [s.value for s in (State.CORDON_REQUIRED, State.WAIT_FOR_JOBS_REQUIRED, State.POD_DELETION_REQUIRED,

@@ -20,8 +20,8 @@ from upgrader.core.timefmt import rfc3339_micro
 from upgrader.metrics import Metrics, MetricsServer
 from upgrader.runner import Health
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.invariants import RolloutRecorder
-from upgrader.sim.scenarios import ScenarioInfo, build
+from upgrader.sim.fleets.scenarios import ScenarioInfo, build
+from upgrader.sim.proving.invariants import RolloutRecorder
 
 from ..kube.latency import WRITES, SlowApi, elector, write_ages
 

@@ -15,8 +15,8 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
-from upgrader.sim.fleet_builders import DRIVER_REPO, add_dra_pod, driver_tag, partition_mig, pinned_workload_pod
-from upgrader.sim.scenarios import UNBUILT_KERNEL
+from upgrader.sim.fleets.builders import DRIVER_REPO, add_dra_pod, driver_tag, partition_mig, pinned_workload_pod
+from upgrader.sim.fleets.scenarios import UNBUILT_KERNEL
 
 from .conftest import FAST_POLICY, Rollout
 

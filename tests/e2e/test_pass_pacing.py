@@ -12,7 +12,7 @@ from upgrader.controller import Controller
 from upgrader.core.policy import Policy
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
 
 
 def running(settings: Settings) -> tuple[Controller, list[float], threading.Event, threading.Event, threading.Thread]:

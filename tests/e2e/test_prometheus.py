@@ -27,10 +27,10 @@ from kubernetes import client as k8s
 from tests.prometheus_tools import ROOT, Prometheus, binary, free_port, write_rules
 from upgrader.core.states import STATE_LABEL, UNLABELLED
 from upgrader.metrics import transition_pairs
+from upgrader.sim.apiserver.kubeconfig import write_kubeconfig
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.kubeconfig import write_kubeconfig
-from upgrader.sim.scenarios import ScenarioInfo, build
-from upgrader.sim.settings import SimSettings
+from upgrader.sim.controllers.settings import SimSettings
+from upgrader.sim.fleets.scenarios import ScenarioInfo, build
 
 from .conftest import FAST_POLICY, FAST_SIM
 from .partition import PartitionProxy

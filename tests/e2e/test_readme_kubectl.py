@@ -26,7 +26,7 @@ from upgrader.config import load_policy
 from upgrader.controller import Controller, PassReport
 from upgrader.core.states import STATE_LABEL, State
 from upgrader.runner import start_watches
-from upgrader.sim.faults import RequestRecord
+from upgrader.sim.apiserver.faults import RequestRecord
 
 from .conftest import Rollout
 

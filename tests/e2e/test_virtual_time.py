@@ -13,8 +13,8 @@ from upgrader.core.states import BLOCKED_SINCE, FAILED_AT, FAILED_REASON, STATE_
 from upgrader.core.timefmt import parse_rfc3339, rfc3339
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.invariants import RolloutRecorder
-from upgrader.sim.scenarios import DRIVER_REPO, NEW_DRIVER, UNBUILT_KERNEL, build, driver_tag
+from upgrader.sim.fleets.scenarios import DRIVER_REPO, NEW_DRIVER, UNBUILT_KERNEL, build, driver_tag
+from upgrader.sim.proving.invariants import RolloutRecorder
 
 
 def virtual(scenario: str, policy: dict[str, Any]) -> tuple[EmulatedCluster, Controller, RolloutRecorder, Any]:

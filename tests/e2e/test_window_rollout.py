@@ -31,13 +31,13 @@ from upgrader.controller import Controller, PassReport
 from upgrader.core.policy import Policy, policy_from_mapping
 from upgrader.core.states import IN_PROGRESS, STATE_LABEL, State
 from upgrader.kube.api import KubeApi
-from upgrader.sim.clock import VIRTUAL_EPOCH
+from upgrader.sim.apiserver.clock import VIRTUAL_EPOCH
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.fleet_builders import ZONES
-from upgrader.sim.invariants import RolloutRecorder
-from upgrader.sim.makespan import run_until_done
-from upgrader.sim.scenarios import ScenarioInfo, build
-from upgrader.sim.settings import SimSettings
+from upgrader.sim.controllers.settings import SimSettings
+from upgrader.sim.fleets.builders import ZONES
+from upgrader.sim.fleets.scenarios import ScenarioInfo, build
+from upgrader.sim.proving.invariants import RolloutRecorder
+from upgrader.sim.proving.makespan import run_until_done
 
 NODES = 7
 POLICY: dict[str, Any] = {

@@ -20,11 +20,11 @@ from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.leader import LeaderElector
 from upgrader.kube.reachability import BACKOFF_CAP_SECONDS, Backoff, Reachability
 from upgrader.runner import Health
-from upgrader.sim import errors
-from upgrader.sim.api import Request, Response, encode
+from upgrader.sim.apiserver import errors
+from upgrader.sim.apiserver.api import Request, Response, encode
+from upgrader.sim.apiserver.faults import VERBS, FaultPlan, FaultRates
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.faults import VERBS, FaultPlan, FaultRates
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
 
 SERVER = "http://emulator.in-process"
 FORBIDDEN = 'leases.coordination.k8s.io is forbidden: User "upgrader" cannot get resource "leases"'

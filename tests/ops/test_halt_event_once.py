@@ -18,7 +18,7 @@ from upgrader.core.policy import Policy
 from upgrader.core.status import phase_events
 from upgrader.runner import build_controller
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
 
 
 @pytest.fixture

@@ -20,10 +20,10 @@ from upgrader.kube.api import KubeApi
 from upgrader.kube.cache import watch_paths
 from upgrader.kube.events import EventRecorder
 from upgrader.kube.leader import LeaderElector
+from upgrader.sim.apiserver.faults import RequestRecord
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.faults import RequestRecord
-from upgrader.sim.fleet_builders import add_dra_pod
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.builders import add_dra_pod
+from upgrader.sim.fleets.scenarios import build
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 NAMESPACE = "upgrader-system"

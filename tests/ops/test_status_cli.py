@@ -21,7 +21,7 @@ from upgrader.core.policy import Policy
 from upgrader.core.states import State
 from upgrader.runner import build_controller
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
 
 
 @pytest.fixture(scope="module")

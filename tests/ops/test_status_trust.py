@@ -21,7 +21,7 @@ from upgrader.core.policy import Policy
 from upgrader.core.timefmt import rfc3339, rfc3339_micro
 from upgrader.runner import build_controller
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
 
 CM = "gpu-driver-upgrade-status"
 LEASE = ("leases", "coordination.k8s.io", "v1")

@@ -12,7 +12,7 @@ import yaml
 
 from upgrader.cli import main
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
 
 KINDS = [("nodes", "", "v1"), ("pods", "", "v1"), ("poddisruptionbudgets", "policy", "v1"),
          ("daemonsets", "apps", "v1"), ("controllerrevisions", "apps", "v1"), ("jobs", "batch", "v1"),

@@ -14,7 +14,7 @@ import yaml
 from upgrader.cli import main
 from upgrader.core.states import SKIP_LABEL
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
 
 from .test_plan import export
 

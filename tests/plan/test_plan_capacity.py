@@ -14,7 +14,7 @@ import pytest
 
 from tests.plan.test_plan import findings, plan
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.fleet_builders import partition_mig
+from upgrader.sim.fleets.builders import partition_mig
 
 KIND = "insufficient-gpu-capacity"
 BASE_FREE = {"gpu-a-02": 1, "gpu-b-01": 6, "gpu-b-02": 1, "gpu-c-01": 2, "gpu-c-02": 5}

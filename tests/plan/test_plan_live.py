@@ -11,7 +11,7 @@ import pytest
 
 from upgrader.cli import main
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.fleet_builders import (
+from upgrader.sim.fleets.builders import (
     add_dra_pod,
     operator_render,
     partition_mig,

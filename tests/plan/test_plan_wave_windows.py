@@ -22,7 +22,7 @@ from upgrader.core.timefmt import parse_rfc3339
 from upgrader.core.wave_windows import predict
 from upgrader.core.windows import Verdict, Window, verdict
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
 
 from .test_plan import export
 

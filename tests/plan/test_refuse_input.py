@@ -23,8 +23,8 @@ import yaml
 
 from upgrader.cli import main
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.fleet_builders import node_object
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.builders import node_object
+from upgrader.sim.fleets.scenarios import build
 
 EXPORT = "kubectl get nodes,pods,pdb,daemonsets,controllerrevisions,jobs -A -o json"
 ALL_KINDS = "nodes,pods,pdb,daemonsets,controllerrevisions,jobs"

@@ -43,11 +43,12 @@ from upgrader.core.states import (
     State,
 )
 from upgrader.runner import build_controller, start_watches
-from upgrader.sim.backup import Backup
+from upgrader.sim.apiserver.backup import Backup
+from upgrader.sim.apiserver.errors import ApiError
+from upgrader.sim.apiserver.faults import FaultPlan
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.errors import ApiError
-from upgrader.sim.faults import FaultPlan
-from upgrader.sim.fleet_builders import (
+from upgrader.sim.controllers.settings import SimSettings
+from upgrader.sim.fleets.builders import (
     DRIVER_REPO,
     NEW_DRIVER,
     OPERATOR_NS,
@@ -57,9 +58,8 @@ from upgrader.sim.fleet_builders import (
     partition_mig,
     pinned_workload_pod,
 )
-from upgrader.sim.invariants import ZONE_LABEL, RolloutRecorder, lease_handovers, writer_switches
-from upgrader.sim.scenarios import ScenarioInfo, build
-from upgrader.sim.settings import SimSettings
+from upgrader.sim.fleets.scenarios import ScenarioInfo, build
+from upgrader.sim.proving.invariants import ZONE_LABEL, RolloutRecorder, lease_handovers, writer_switches
 
 FULL = os.environ.get("UPGRADER_CAMPAIGN") == "full"
 ORDER = ["us-east-1a", "us-east-1b", "us-east-1c"]

@@ -31,7 +31,7 @@ import pytest
 
 from upgrader.cli import main
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
 
 # Tokens in a case's argv and expected words, replaced when it runs.
 K = "{KUBECONFIG}"  # the emulated cluster's kubeconfig: every cluster command gets it

@@ -10,8 +10,8 @@ from typing import Any
 from upgrader.core.policy import policy_from_mapping
 from upgrader.core.states import STATE_LABEL, State
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.invariants import ZONE_LABEL, DisturbedAudit, RolloutRecorder
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
+from upgrader.sim.proving.invariants import ZONE_LABEL, DisturbedAudit, RolloutRecorder
 
 from .campaigns import (
     DISTURBANCES,

@@ -14,10 +14,10 @@ from upgrader.controller import Controller
 from upgrader.core.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.invariants import RolloutRecorder
-from upgrader.sim.makespan import Timeline, aligned_work, drawn_parts, lower_bound, run_until_done, timeline
-from upgrader.sim.settings import SimSettings
-from upgrader.sim.spread import BATCH_SELECTOR, SpreadInfo, build_spread, zone_names
+from upgrader.sim.controllers.settings import SimSettings
+from upgrader.sim.fleets.spread import BATCH_SELECTOR, SpreadInfo, build_spread, zone_names
+from upgrader.sim.proving.invariants import RolloutRecorder
+from upgrader.sim.proving.makespan import Timeline, aligned_work, drawn_parts, lower_bound, run_until_done, timeline
 
 BASE = {"pod_recreate_delay": 5.0, "pod_ready_delay": 60.0, "validator_ready_delay": 20.0}
 ZONES = zone_names(4)

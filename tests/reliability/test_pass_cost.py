@@ -17,9 +17,9 @@ from upgrader.core.policy import Policy
 from upgrader.core.states import STATE_LABEL
 from upgrader.kube.api import KubeApi
 from upgrader.kube.cache import ClusterCache
+from upgrader.sim.apiserver.faults import RequestRecord
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.faults import RequestRecord
-from upgrader.sim.largefleet import paused_rollout
+from upgrader.sim.fleets.largefleet import paused_rollout
 
 SIZES = (30, 300)
 IN_PROGRESS = 4

@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client as k8s
 
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import ScenarioInfo, build
+from upgrader.sim.fleets.scenarios import ScenarioInfo, build
 
 Obj = dict[str, Any]
 

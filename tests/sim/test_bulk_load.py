@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.largefleet import fleet_objects, paused_rollout
-from upgrader.sim.settings import JOB_RUN_SECONDS
+from upgrader.sim.controllers.settings import JOB_RUN_SECONDS
+from upgrader.sim.fleets.largefleet import fleet_objects, paused_rollout
 
 Obj = dict[str, Any]
 

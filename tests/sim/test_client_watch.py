@@ -13,7 +13,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from tests.sim.builders import names, node_body, pod_body, rv, watch_events
-from upgrader.sim.clock import VIRTUAL_EPOCH
+from upgrader.sim.apiserver.clock import VIRTUAL_EPOCH
 from upgrader.sim.cluster import EmulatedCluster
 
 # ----- watch ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Table-driven tests of `upgrader.sim.eviction.compute_status`: a PDB's status from its pods."""
+"""Table-driven tests of `upgrader.sim.apiserver.eviction.compute_status`: a PDB's status from its pods."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from upgrader.sim.eviction import compute_status, scaled
+from upgrader.sim.apiserver.eviction import compute_status, scaled
 
 
 def pod(

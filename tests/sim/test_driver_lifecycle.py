@@ -15,7 +15,7 @@ from kubernetes import client as k8s
 
 from tests.sim.builders import is_ready
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import ScenarioInfo
+from upgrader.sim.fleets.scenarios import ScenarioInfo
 
 OPERATOR = "gpu-operator"
 HASH = "controller-revision-hash"

@@ -28,7 +28,7 @@ from upgrader.config import Settings
 from upgrader.core.actions import Event
 from upgrader.kube.api import KubeApi
 from upgrader.kube.events import EventRecorder, event_name
-from upgrader.sim.api import Request, Response
+from upgrader.sim.apiserver.api import Request, Response
 from upgrader.sim.cluster import EmulatedCluster
 
 Obj = dict[str, Any]

@@ -15,8 +15,8 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.sim.builders import node_body, status_of
 from tests.sim.conftest import Served
+from upgrader.sim.apiserver.faults import FaultPlan, FaultRates
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.faults import FaultPlan, FaultRates
 
 Call = Callable[[k8s.CoreV1Api], Any]
 

@@ -13,7 +13,7 @@ from kubernetes import client as k8s
 from kubernetes import watch
 
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.fleet_builders import (
+from upgrader.sim.fleets.builders import (
     DRIVER_REPO,
     add_dra_pod,
     driver_tag,
@@ -22,7 +22,7 @@ from upgrader.sim.fleet_builders import (
     pinned_workload_pod,
     resource_claim,
 )
-from upgrader.sim.scenarios import UNBUILT_KERNEL, ScenarioInfo
+from upgrader.sim.fleets.scenarios import UNBUILT_KERNEL, ScenarioInfo
 
 OPERATOR = "gpu-operator"
 MIG = "nvidia.com/mig-1g.10gb"

@@ -17,7 +17,7 @@ from upgrader.kube.cache import ClusterCache
 from upgrader.kube.informer import Informer
 from upgrader.kube.snapshot import take
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
 
 Obj = dict[str, Any]
 

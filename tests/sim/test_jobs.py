@@ -7,7 +7,7 @@ from kubernetes import client as k8s
 
 from tests.sim.builders import is_ready, node_body
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.settings import JOB_RUN_SECONDS
+from upgrader.sim.controllers.settings import JOB_RUN_SECONDS
 
 NS = "default"
 

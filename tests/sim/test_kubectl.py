@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import ScenarioInfo, build
+from upgrader.sim.fleets.scenarios import ScenarioInfo, build
 
 pytestmark = pytest.mark.kubectl
 

@@ -13,12 +13,12 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.sim.builders import node_body, status_of
 from upgrader.core.labels import label_key_error, label_value_error
-from upgrader.sim.api import Request
+from upgrader.sim.apiserver.api import Request
+from upgrader.sim.apiserver.errors import ApiError
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.errors import ApiError
-from upgrader.sim.largefleet import fleet_objects
-from upgrader.sim.scenarios import SCENARIOS, build
-from upgrader.sim.spread import build_spread
+from upgrader.sim.fleets.largefleet import fleet_objects
+from upgrader.sim.fleets.scenarios import SCENARIOS, build
+from upgrader.sim.fleets.spread import build_spread
 
 VALUE_RULE = (
     "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start "

@@ -1,4 +1,4 @@
-"""Table-driven tests of `upgrader.sim.patch`: JSON merge patch, strategic merge patch, JSON patch."""
+"""Table-driven tests of `upgrader.sim.apiserver.patch`: JSON merge patch, strategic merge patch, JSON patch."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from upgrader.sim.errors import ApiError
-from upgrader.sim.patch import apply_patch, json_patch, merge_patch, strategic_merge_patch
+from upgrader.sim.apiserver.errors import ApiError
+from upgrader.sim.apiserver.patch import apply_patch, json_patch, merge_patch, strategic_merge_patch
 
 # RFC 7386, appendix A, in full.
 RFC7386 = [

@@ -23,10 +23,10 @@ from tests.sim.builders import is_ready, names, node_body, pod_body, rv, status_
 from tests.sim.conftest import Served
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.informer import Informer
-from upgrader.sim.api import Request
+from upgrader.sim.apiserver.api import Request
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import build
-from upgrader.sim.settings import JOB_RUN_SECONDS
+from upgrader.sim.controllers.settings import JOB_RUN_SECONDS
+from upgrader.sim.fleets.scenarios import build
 
 MERGE = "application/merge-patch+json"
 

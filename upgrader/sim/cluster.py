@@ -7,22 +7,22 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from upgrader.sim.api import Dispatcher
-from upgrader.sim.backup import Backup
-from upgrader.sim.clock import Clock, RealClock, VirtualClock
-from upgrader.sim.daemonsets import DaemonSetController
-from upgrader.sim.disruption import DisruptionController
-from upgrader.sim.faults import FaultPlan, RequestLog, RequestRecord
-from upgrader.sim.http import EmulatorHTTPServer
-from upgrader.sim.jobs import JobController
-from upgrader.sim.kubeconfig import write_kubeconfig
+from upgrader.sim.apiserver.api import Dispatcher
+from upgrader.sim.apiserver.backup import Backup
+from upgrader.sim.apiserver.clock import Clock, RealClock, VirtualClock
+from upgrader.sim.apiserver.faults import FaultPlan, RequestLog, RequestRecord
+from upgrader.sim.apiserver.http import EmulatorHTTPServer
+from upgrader.sim.apiserver.kubeconfig import write_kubeconfig
+from upgrader.sim.apiserver.registry import ResourceType, crd_types
+from upgrader.sim.apiserver.store import Store
+from upgrader.sim.apiserver.watch import Change
+from upgrader.sim.controllers.daemonsets import DaemonSetController
+from upgrader.sim.controllers.disruption import DisruptionController
+from upgrader.sim.controllers.jobs import JobController
+from upgrader.sim.controllers.settings import SimSettings
+from upgrader.sim.controllers.workloads import WorkloadController
 from upgrader.sim.loading import load
-from upgrader.sim.registry import ResourceType, crd_types
 from upgrader.sim.resume import resume
-from upgrader.sim.settings import SimSettings
-from upgrader.sim.store import Store
-from upgrader.sim.watch import Change
-from upgrader.sim.workloads import WorkloadController
 
 Obj = dict[str, Any]
 
@@ -111,7 +111,7 @@ class EmulatedCluster:
 
     def client(self) -> Any:
         """An official kubernetes ApiClient wired to this cluster without HTTP."""
-        from upgrader.sim.inprocess import in_process_client
+        from upgrader.sim.apiserver.inprocess import in_process_client
 
         return in_process_client(self.dispatcher)
 

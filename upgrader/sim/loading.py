@@ -21,10 +21,10 @@ from collections.abc import Iterable
 from contextlib import nullcontext
 from typing import Any
 
-from upgrader.sim import errors
-from upgrader.sim.events_v1 import stored_form
+from upgrader.sim.apiserver import errors
+from upgrader.sim.apiserver.events_v1 import stored_form
+from upgrader.sim.apiserver.registry import ResourceType, crd_types
 from upgrader.sim.parts import ClusterParts
-from upgrader.sim.registry import ResourceType, crd_types
 
 Obj = dict[str, Any]
 FIRST = ("Namespace", "CustomResourceDefinition", "Node", "ControllerRevision")

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from upgrader.sim.daemonsets import DaemonSetController
-from upgrader.sim.disruption import DisruptionController
-from upgrader.sim.jobs import JobController
-from upgrader.sim.settings import SimSettings
-from upgrader.sim.store import Store
-from upgrader.sim.workloads import WorkloadController
+from upgrader.sim.apiserver.store import Store
+from upgrader.sim.controllers.daemonsets import DaemonSetController
+from upgrader.sim.controllers.disruption import DisruptionController
+from upgrader.sim.controllers.jobs import JobController
+from upgrader.sim.controllers.settings import SimSettings
+from upgrader.sim.controllers.workloads import WorkloadController
 
 
 class ClusterParts(Protocol):

@@ -9,13 +9,13 @@ is armed again by `resume`.
 
 from __future__ import annotations
 
-from upgrader.sim.clock import parse_rfc3339
-from upgrader.sim.jobs import run_seconds
+from upgrader.sim.apiserver.clock import parse_rfc3339
+from upgrader.sim.apiserver.podutil import is_ready, is_terminal, is_terminating, node_of, owner
+from upgrader.sim.apiserver.registry import BUILTIN_TYPES, crd_types
+from upgrader.sim.controllers.jobs import run_seconds
+from upgrader.sim.controllers.workloads import replaced_owner
 from upgrader.sim.loading import settle
 from upgrader.sim.parts import ClusterParts
-from upgrader.sim.podutil import is_ready, is_terminal, is_terminating, node_of, owner
-from upgrader.sim.registry import BUILTIN_TYPES, crd_types
-from upgrader.sim.workloads import replaced_owner
 
 
 def resume(cluster: ClusterParts) -> None:

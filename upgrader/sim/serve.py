@@ -11,7 +11,7 @@ from typing import IO
 
 from upgrader.inputs import UsageError
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.scenarios import build
+from upgrader.sim.fleets.scenarios import build
 
 
 def _open_audit(path: str | None) -> IO[str] | None:
