@@ -29,8 +29,8 @@ import statistics
 import time
 from typing import Any
 
-from upgrader.config import Settings
-from upgrader.controller import Controller, PassReport
+from upgrader.controller.loop import Controller, PassReport
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster

@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from upgrader.config import Settings, load_policy
+from upgrader.controller.runner import build_controller, start_watches
+from upgrader.controller.settings import Settings, load_policy
 from upgrader.kube.cache import ClusterCache
 from upgrader.kube.client import api_client
-from upgrader.runner import build_controller, start_watches
 
 
 def peak_rss_mib() -> float:

@@ -22,7 +22,7 @@ from livefleet import ROOT, measure
 DATA = ROOT / "bench" / ".data"
 
 LOAD = "import json,sys; json.load(open(sys.argv[1], 'rb'))"
-PLAN = ("import sys; from upgrader.cli import main; "
+PLAN = ("import sys; from upgrader.commands.cli import main; "
         "sys.stdout = open('/dev/null', 'w'); "
         "code = main(['plan', '--dry-run', '--from-file', sys.argv[1], '-o', 'json']); "
         "sys.exit(0 if code in (0, 1) else code)")

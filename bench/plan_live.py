@@ -28,7 +28,7 @@ from pathlib import Path
 from livefleet import Fleet, measure
 
 KINDS = "nodes,pods,pdb,daemonsets,controllerrevisions,jobs,nvidiadrivers"
-PLAN = ("import sys; from upgrader.cli import main; sys.stdout = open('/dev/null', 'w'); "
+PLAN = ("import sys; from upgrader.commands.cli import main; sys.stdout = open('/dev/null', 'w'); "
         "code = main(['plan', '--dry-run', '--kubeconfig', sys.argv[1], '-o', 'json']); "
         "sys.exit(0 if code in (0, 1) else code)")
 def main() -> None:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from upgrader.alert_source import PrometheusAlerts, parse_alerts
+from upgrader.controller.alert_source import PrometheusAlerts, parse_alerts
 from upgrader.core.alert_gate import Alert, AlertGate, AlertReading
 
 from .conftest import ACTIVE, FakePrometheus, alert, answer, free_port

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from upgrader import __version__
-from upgrader.cli import build_parser, main
+from upgrader.commands.cli import build_parser, main
+from upgrader.commands.liveness import ControllerSeen
+from upgrader.commands.statusview import render_watch
 from upgrader.core.fleet import fleet
 from upgrader.core.policy import Policy
 from upgrader.core.schedule import plan_starts
@@ -31,8 +33,6 @@ from upgrader.core.states import (
     State,
 )
 from upgrader.core.status import rollout_status
-from upgrader.liveness import ControllerSeen
-from upgrader.statusview import render_watch
 
 from .core.factories import NEW, T0, at, driver_pod, node, snapshot
 
@@ -175,7 +175,7 @@ def test_a_small_fleet_shows_whole_in_the_watch_frame() -> None:
 
 
 def test_ctrl_c_in_demo_stops_cleanly_and_says_so() -> None:
-    argv = [sys.executable, "-m", "upgrader.cli", "demo"]
+    argv = [sys.executable, "-m", "upgrader.commands.cli", "demo"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
     assert proc.stdout is not None
     first = proc.stdout.readline()  # the emulated cluster is up

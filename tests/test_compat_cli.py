@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from upgrader.cli import main
+from upgrader.commands.cli import main
 
 BACKWARD = (
     "admitted: backward compatibility (driver 550.90.07 >= 520.61.05, the toolkit driver of CUDA 11.8 GA (11.8.0))"

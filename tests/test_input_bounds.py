@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from upgrader.cli import main
+from upgrader.commands.cli import main
 from upgrader.inputs import FROM_FILE_MAX_MIB, MIB
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build

@@ -9,8 +9,8 @@ import pytest
 
 CORE = Path(__file__).resolve().parent.parent / "upgrader" / "core"
 FORBIDDEN_MODULES = ("kubernetes", "tenacity", "prometheus_client", "urllib3", "requests",
-                     "upgrader.kube", "upgrader.sim", "upgrader.controller", "upgrader.metrics",
-                     "upgrader.cli", "time", "threading", "subprocess", "socket")
+                     "upgrader.kube", "upgrader.sim", "upgrader.controller.loop", "upgrader.controller.metrics",
+                     "upgrader.commands.cli", "time", "threading", "subprocess", "socket")
 FORBIDDEN_CALLS = ("datetime.now", "datetime.utcnow", "date.today", "time.time", "time.monotonic")
 
 

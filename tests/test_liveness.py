@@ -1,4 +1,4 @@
-"""Judging a controller from its Lease (upgrader/liveness.py): alive only while a holder's renewal is
+"""Judging a controller from its Lease (upgrader/commands/liveness.py): alive only while a holder's renewal is
 younger than its leaseDurationSeconds; anything else is said, never taken for a running controller."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from upgrader.commands.liveness import ago, judge_lease, unreadable
 from upgrader.core.timefmt import rfc3339, rfc3339_micro
-from upgrader.liveness import ago, judge_lease, unreadable
 
 T = 1_800_000_000.0
 WHERE = "upgrader-system/gpu-driver-upgrader"

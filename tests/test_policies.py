@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from upgrader.config import load_policy
+from upgrader.controller.settings import load_policy
 from upgrader.core.policy import OnBlockedTimeout, OnInsufficientCapacity, OnNodeFailure, Policy
 from upgrader.core.profiles import load_profiles_text, qualification
 

@@ -16,10 +16,10 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from upgrader import runner
-from upgrader.cli import main
-from upgrader.config import Settings
-from upgrader.controller import Controller
+from upgrader.commands.cli import main
+from upgrader.controller import runner
+from upgrader.controller.loop import Controller
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import policy_from_mapping
 from upgrader.inputs import ConfigError
 from upgrader.sim.apiserver.faults import FaultPlan, FaultRates
@@ -161,7 +161,7 @@ def test_demo_refuses_a_canary_its_fleet_has_not(tmp_path: Path, monkeypatch: py
             super().__init__(*args, **kwargs)
             made.append(self)
 
-    monkeypatch.setattr("upgrader.demo.EmulatedCluster", Recorded)
+    monkeypatch.setattr("upgrader.commands.demo.EmulatedCluster", Recorded)
     policy = policy_file(tmp_path, canary="us-east-1z")
     code = main(["demo", "--policy", policy, "--timeout", "2"])
     out, err = capsys.readouterr()

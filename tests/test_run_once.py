@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from upgrader.cli import main
+from upgrader.commands.cli import main
 from upgrader.core.timefmt import rfc3339_micro
 from upgrader.sim.apiserver.faults import FaultPlan, FaultRates
 from upgrader.sim.cluster import EmulatedCluster
@@ -113,7 +113,7 @@ def test_a_failed_pass_is_exit_1_naming_the_error(cluster: tuple[EmulatedCluster
 
 def test_failed_writes_are_exit_1_counting_them(cluster: tuple[EmulatedCluster, str], monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from upgrader import runner
+    from upgrader.controller import runner
 
     build_controller = runner.build_controller
 

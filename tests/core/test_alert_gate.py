@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from upgrader.config import load_policy
+from upgrader.controller.settings import load_policy
 from upgrader.core.actions import Event
 from upgrader.core.alert_gate import Alert, AlertGate, AlertReading, gate_verdict
 from upgrader.core.reconcile import PassOutcome, reconcile

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from upgrader.config import load_policy
+from upgrader.controller.settings import load_policy
 from upgrader.core.input_errors import one_line
 from upgrader.core.policy import OnBlockedTimeout, OnNodeFailure, Policy, policy_from_mapping
 from upgrader.inputs import ConfigError
@@ -436,9 +436,9 @@ def test_a_policy_larger_than_1_mib_is_refused_unparsed(tmp_path: Path) -> None:
 
 def test_a_policy_at_the_bound_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = "maxParallelUpgrades: 2\n"
-    monkeypatch.setattr("upgrader.config.POLICY_MAX_BYTES", len(text))
+    monkeypatch.setattr("upgrader.controller.settings.POLICY_MAX_BYTES", len(text))
     assert load_policy(write(tmp_path, text)).max_parallel_upgrades == 2
-    monkeypatch.setattr("upgrader.config.POLICY_MAX_BYTES", len(text) - 1)
+    monkeypatch.setattr("upgrader.controller.settings.POLICY_MAX_BYTES", len(text) - 1)
     assert load_error(tmp_path, text) == f"larger than the limit of {len(text) - 1} bytes ({len(text)} bytes)"
 
 

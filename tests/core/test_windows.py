@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from upgrader.config import load_policy
+from upgrader.controller.settings import load_policy
 from upgrader.core.timefmt import parse_rfc3339, rfc3339
 from upgrader.core.windows import Verdict, Window, parse_duration, verdict
 from upgrader.inputs import ConfigError

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from upgrader.config import Settings
-from upgrader.controller import Controller, PassReport
+from upgrader.controller.loop import Controller, PassReport
+from upgrader.controller.runner import build_controller, start_watches
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import Policy, policy_from_mapping
-from upgrader.runner import build_controller, start_watches
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.controllers.settings import SimSettings
 from upgrader.sim.fleets.scenarios import ScenarioInfo, build

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from upgrader.config import Settings
-from upgrader.controller import Controller, PassReport
+from upgrader.controller.loop import Controller, PassReport
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrader.config import Settings
-from upgrader.controller import Controller, PassReport
+from upgrader.controller.loop import Controller, PassReport
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster

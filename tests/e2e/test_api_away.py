@@ -43,7 +43,7 @@ class Replica:
         clean = {k: v for k, v in os.environ.items() if not k.startswith("UPGRADER_") and k != "KUBECONFIG"}
         with self.out.open("wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "upgrader.cli", "run", "--kubeconfig", str(kubeconfig),
+                [sys.executable, "-m", "upgrader.commands.cli", "run", "--kubeconfig", str(kubeconfig),
                  "--policy", str(tmp / "policy.yaml")],
                 env={**clean, "UPGRADER_IDENTITY": name, **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
                 cwd=ROOT,

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from upgrader.config import Settings
-from upgrader.controller import Controller
+from upgrader.controller.loop import Controller
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import policy_from_mapping
 from upgrader.core.states import STATE_LABEL, WAS_UNSCHEDULABLE, State
 from upgrader.kube.api import ApiError, KubeApi

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from upgrader.cli import main
-from upgrader.config import Settings
-from upgrader.controller import Controller, PassReport
+from upgrader.commands.cli import main
+from upgrader.controller.loop import Controller, PassReport
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import policy_from_mapping
 from upgrader.core.states import STATE_LABEL, State
 from upgrader.kube.api import KubeApi

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from upgrader.config import Settings
-from upgrader.controller import Controller
+from upgrader.controller.loop import Controller
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import Policy, policy_from_mapping
 from upgrader.core.states import (
     BLOCKED_KIND,

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from upgrader.cli import main
+from upgrader.commands.cli import main
 from upgrader.core.policy import policy_from_mapping
 from upgrader.core.states import BLOCKED_KIND, BLOCKED_SINCE, REQUESTED_ANNOTATION, STATE_LABEL, State
 from upgrader.sim.controllers.settings import SimSettings

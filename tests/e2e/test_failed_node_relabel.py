@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrader.config import Settings
-from upgrader.controller import Controller
+from upgrader.controller.loop import Controller
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import policy_from_mapping
 from upgrader.core.states import FAILED_AT, REQUESTED_ANNOTATION, STATE_LABEL, State
 from upgrader.kube.api import KubeApi

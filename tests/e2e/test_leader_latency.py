@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from upgrader.config import Settings
-from upgrader.controller import Controller, PassReport
+from upgrader.controller.loop import Controller, PassReport
+from upgrader.controller.metrics import Metrics, MetricsServer
+from upgrader.controller.runner import Health
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import policy_from_mapping
 from upgrader.core.states import STATE_LABEL, State
 from upgrader.core.timefmt import rfc3339_micro
-from upgrader.metrics import Metrics, MetricsServer
-from upgrader.runner import Health
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import ScenarioInfo, build
 from upgrader.sim.proving.invariants import RolloutRecorder

@@ -9,9 +9,9 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from upgrader.controller.metrics import transition_pairs
+from upgrader.controller.runner import serve_metrics, start_watches
 from upgrader.core.states import STATE_COUNT_KEYS
-from upgrader.metrics import transition_pairs
-from upgrader.runner import serve_metrics, start_watches
 
 from .conftest import Rollout
 

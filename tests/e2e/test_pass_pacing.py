@@ -7,8 +7,8 @@ import itertools
 import threading
 import time
 
-from upgrader.config import Settings
-from upgrader.controller import Controller
+from upgrader.controller.loop import Controller
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import Policy
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster

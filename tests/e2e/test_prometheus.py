@@ -25,8 +25,8 @@ import yaml
 from kubernetes import client as k8s
 
 from tests.prometheus_tools import ROOT, Prometheus, binary, free_port, write_rules
+from upgrader.controller.metrics import transition_pairs
 from upgrader.core.states import STATE_LABEL, UNLABELLED
-from upgrader.metrics import transition_pairs
 from upgrader.sim.apiserver.kubeconfig import write_kubeconfig
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.controllers.settings import SimSettings
@@ -92,7 +92,7 @@ def spawn(tmp: Path, name: str, server: str, port: int) -> Replica:
     env = {**os.environ, "UPGRADER_IDENTITY": name, "UPGRADER_REQUEUE_SECONDS": "0.2",
            "UPGRADER_LEASE_DURATION_SECONDS": "3"}
     with (tmp / f"{name}.log").open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "upgrader.cli", "run", "--kubeconfig", str(kubeconfig),
+        proc = subprocess.Popen([sys.executable, "-m", "upgrader.commands.cli", "run", "--kubeconfig", str(kubeconfig),
                                  "--policy", str(tmp / "policy.yaml"), "--metrics-port", str(port)],
                                 env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     return Replica(name, port, proc)

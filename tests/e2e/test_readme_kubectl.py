@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from upgrader.config import load_policy
-from upgrader.controller import Controller, PassReport
+from upgrader.controller.loop import Controller, PassReport
+from upgrader.controller.runner import start_watches
+from upgrader.controller.settings import load_policy
 from upgrader.core.states import STATE_LABEL, State
-from upgrader.runner import start_watches
 from upgrader.sim.apiserver.faults import RequestRecord
 
 from .conftest import Rollout

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from upgrader.cli import main
+from upgrader.commands.cli import main
 from upgrader.core.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,

@@ -6,8 +6,8 @@ import copy
 import itertools
 from typing import Any
 
-from upgrader.config import Settings
-from upgrader.controller import Controller
+from upgrader.controller.loop import Controller
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import policy_from_mapping
 from upgrader.core.states import BLOCKED_SINCE, FAILED_AT, FAILED_REASON, STATE_LABEL, State
 from upgrader.core.timefmt import parse_rfc3339, rfc3339

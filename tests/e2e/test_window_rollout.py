@@ -26,8 +26,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from upgrader.config import Settings
-from upgrader.controller import Controller, PassReport
+from upgrader.controller.loop import Controller, PassReport
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import Policy, policy_from_mapping
 from upgrader.core.states import IN_PROGRESS, STATE_LABEL, State
 from upgrader.kube.api import KubeApi

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from upgrader.config import Settings
-from upgrader.controller import Controller, PassReport
+from upgrader.controller.loop import Controller, PassReport
+from upgrader.controller.runner import Health
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import Policy
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.leader import LeaderElector
 from upgrader.kube.reachability import BACKOFF_CAP_SECONDS, Backoff, Reachability
-from upgrader.runner import Health
 from upgrader.sim.apiserver import errors
 from upgrader.sim.apiserver.api import Request, Response, encode
 from upgrader.sim.apiserver.faults import VERBS, FaultPlan, FaultRates

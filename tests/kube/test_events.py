@@ -4,7 +4,7 @@ emulator's API server holds and the requests it saw."""
 
 from __future__ import annotations
 
-from upgrader.config import Settings
+from upgrader.controller.settings import Settings
 from upgrader.core.actions import Event
 from upgrader.kube.api import KubeApi
 from upgrader.kube.events import EventRecorder, event_name

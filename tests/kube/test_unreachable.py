@@ -22,7 +22,7 @@ from upgrader.kube.informer import Informer
 from upgrader.kube.reachability import BACKOFF_CAP_SECONDS
 
 FORBIDDEN = 'nodes is forbidden: User "system:anonymous" cannot list resource "nodes" in API group ""'
-CLI = {"attempts": 3, "max_delay": 5}  # what upgrader/commands.py builds its KubeApi with
+CLI = {"attempts": 3, "max_delay": 5}  # what upgrader/commands/handlers.py builds its KubeApi with
 
 
 def kubeconfig(tmp_path: Path, server: str) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from upgrader.metrics import Metrics
+from upgrader.controller.metrics import Metrics
 
 from .promql import exported_names, metric_names
 

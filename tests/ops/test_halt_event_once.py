@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from upgrader.cli import main
-from upgrader.config import Settings
-from upgrader.controller import Controller
+from upgrader.commands.cli import main
+from upgrader.controller.loop import Controller
+from upgrader.controller.runner import build_controller
+from upgrader.controller.settings import Settings
 from upgrader.core.actions import Event
 from upgrader.core.policy import Policy
 from upgrader.core.status import phase_events
-from upgrader.runner import build_controller
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 

@@ -8,10 +8,10 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 from transitions import MachineError
 
+from upgrader.controller.metrics import OUTCOMES, PASS_RESULTS, VERBS, Metrics, transition_pairs
+from upgrader.controller.rollout_metrics import GAUGES, RolloutCollector
 from upgrader.core.machine import FLAGS, TRIGGERS, fire
 from upgrader.core.states import STATE_COUNT_KEYS, UNLABELLED, State
-from upgrader.metrics import OUTCOMES, PASS_RESULTS, VERBS, Metrics, transition_pairs
-from upgrader.rollout_metrics import GAUGES, RolloutCollector
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 STATUS: dict[str, Any] = {

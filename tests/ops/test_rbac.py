@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from upgrader.config import Settings
-from upgrader.controller import Controller
+from upgrader.controller.loop import Controller
+from upgrader.controller.settings import Settings
 from upgrader.core.actions import Event
 from upgrader.core.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi

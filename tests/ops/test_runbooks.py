@@ -135,7 +135,7 @@ def test_every_link_between_pages_resolves() -> None:
 
 def test_every_block_kind_the_index_lists_is_counted_by_the_metrics() -> None:
     """A blocked node of any kind shows in upgrader_blocked_nodes, not only in the per-node series."""
-    from upgrader.rollout_metrics import BLOCK_REASONS, reason_label
+    from upgrader.controller.rollout_metrics import BLOCK_REASONS, reason_label
 
     text = INDEX.read_text(encoding="utf-8")
     blocked_section = text.split("## Blocked", 1)[1].split("\n## ", 1)[0]

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from upgrader.cli import main
-from upgrader.config import Settings
+from upgrader.commands.cli import main
+from upgrader.controller.runner import build_controller
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import Policy
 from upgrader.core.states import State
-from upgrader.runner import build_controller
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 
@@ -72,7 +72,7 @@ def test_status_without_a_rollout_says_so(tmp_path: Path, capsys: pytest.Capture
 
 def test_status_watch_refreshes_with_progress_bars(served: Any) -> None:
     _, kubeconfig = served
-    argv = [sys.executable, "-m", "upgrader.cli", "status", "--watch", "--kubeconfig", str(kubeconfig)]
+    argv = [sys.executable, "-m", "upgrader.commands.cli", "status", "--watch", "--kubeconfig", str(kubeconfig)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
     time.sleep(5)
     proc.send_signal(signal.SIGINT)

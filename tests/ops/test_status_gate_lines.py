@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrader.statusview import gate_lines, render_table
+from upgrader.commands.statusview import gate_lines, render_table
 
 WINDOW_CLOSED = {"open": False, "window": "nightly", "about": "nightly (0 22 * * * UTC, 4h)",
                  "closes_at": None, "next_open": "2026-12-01T22:00:00Z"}

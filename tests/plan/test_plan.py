@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from upgrader.cli import main
+from upgrader.commands.cli import main
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from upgrader.cli import main
+from upgrader.commands.cli import main
 from upgrader.core.states import SKIP_LABEL
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build

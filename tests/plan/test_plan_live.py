@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from upgrader.cli import main
+from upgrader.commands.cli import main
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 

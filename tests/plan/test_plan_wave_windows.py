@@ -14,8 +14,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from upgrader import commands
-from upgrader.cli import main
+from upgrader.commands import handlers as commands
+from upgrader.commands.cli import main
 from upgrader.core import wave_windows
 from upgrader.core.states import STATE_LABEL
 from upgrader.core.timefmt import parse_rfc3339

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from upgrader import commands
+from upgrader.commands import handlers as commands
 from upgrader.core.timefmt import parse_rfc3339
 
 from .test_plan_budgets import plan

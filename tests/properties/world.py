@@ -22,7 +22,7 @@ GFD, operators, jobs) through small methods the state machine's rules call.
 It keeps bookkeeping Kubernetes has not (who cordoned a node and when, when upgrader last started it,
 which pods a budget refused, when a node's label last changed) and hands every action, just before
 it takes effect, to the `auditors`, so the invariants can judge each write against the world it
-lands in. `controller_pass` runs exactly `upgrader.controller.Controller._pass`'s sequence.
+lands in. `controller_pass` runs exactly `upgrader.controller.loop.Controller._pass`'s sequence.
 """
 
 from __future__ import annotations

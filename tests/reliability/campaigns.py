@@ -31,8 +31,9 @@ import yaml
 from kubernetes import client as k8s
 
 from tests.e2e.conftest import FAST_POLICY, FAST_SIM, fast_settings
-from upgrader.config import Settings
-from upgrader.controller import Controller, PassReport
+from upgrader.controller.loop import Controller, PassReport
+from upgrader.controller.runner import build_controller, start_watches
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import Policy, policy_from_mapping
 from upgrader.core.states import (
     IN_PROGRESS,
@@ -42,7 +43,6 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
-from upgrader.runner import build_controller, start_watches
 from upgrader.sim.apiserver.backup import Backup
 from upgrader.sim.apiserver.errors import ApiError
 from upgrader.sim.apiserver.faults import FaultPlan
@@ -233,8 +233,9 @@ def wait_for(predicate: Any, timeout: float) -> bool:
 def spawn(w: World, policy_file: Path, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "UPGRADER_REQUEUE_SECONDS": "0.1", "UPGRADER_LEASE_DURATION_SECONDS": LEASE_SECONDS}
     with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "upgrader.cli", "run", "--kubeconfig", str(w.kubeconfig),
-                                 "--policy", str(policy_file)], env=env, stdout=out, stderr=subprocess.STDOUT)
+        argv = [sys.executable, "-m", "upgrader.commands.cli", "run", "--kubeconfig", str(w.kubeconfig),
+                "--policy", str(policy_file)]
+        return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
 def policy_file(tmp: Path) -> Path:

@@ -10,7 +10,7 @@ and exit code 2, never a traceback, never a write. For each case this proves:
 - no request at all reaches the emulated cluster that every cluster command is pointed at (bad
   input is refused before connecting), hence no write; and no file appears or changes.
 
-Every case runs in-process through `upgrader.cli.main`; a sample also runs as a real subprocess.
+Every case runs in-process through `upgrader.commands.cli.main`; a sample also runs as a real subprocess.
 `python -m pytest tests/reliability/test_bad_input.py -s` prints the corpus size by category.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from upgrader.cli import main
+from upgrader.commands.cli import main
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 
@@ -539,8 +539,8 @@ def _guard_long_runs(monkeypatch: pytest.MonkeyPatch) -> None:
 
         return fail
 
-    monkeypatch.setattr("upgrader.runner.run_until_signalled", reached("the controller loop"))
-    monkeypatch.setattr("upgrader.demo.run_demo", reached("the demo"))
+    monkeypatch.setattr("upgrader.controller.runner.run_until_signalled", reached("the controller loop"))
+    monkeypatch.setattr("upgrader.commands.demo.run_demo", reached("the demo"))
     monkeypatch.setattr(EmulatedCluster, "serve", reached("an emulated cluster's server"))
 
 

@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 
-from upgrader.config import Settings
-from upgrader.controller import Controller
+from upgrader.controller.loop import Controller
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import Policy
 from upgrader.core.states import STATE_LABEL
 from upgrader.kube.api import KubeApi

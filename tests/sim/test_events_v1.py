@@ -24,7 +24,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from tests.sim.builders import status_of, watch_events
-from upgrader.config import Settings
+from upgrader.controller.settings import Settings
 from upgrader.core.actions import Event
 from upgrader.kube.api import KubeApi
 from upgrader.kube.events import EventRecorder, event_name

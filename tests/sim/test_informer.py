@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from upgrader.config import Settings
+from upgrader.controller.settings import Settings
 from upgrader.core.states import STATE_LABEL
 from upgrader.core.views import NodeView, node_view
 from upgrader.kube.api import ApiError, KubeApi

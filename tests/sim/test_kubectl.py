@@ -48,7 +48,7 @@ START_TIMEOUT = 20.0
 
 def _upgrader() -> list[str]:
     script = Path(sys.executable).with_name("upgrader")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "upgrader.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "upgrader.commands.cli"]
 
 
 def _env() -> dict[str, str]:

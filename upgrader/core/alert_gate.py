@@ -1,7 +1,7 @@
 """Alert gating: no node starts while a Prometheus alert the policy names fires, nor while Prometheus
 cannot say whether one does (fail closed). Nodes already in progress finish.
 
-The controller asks Prometheus's alerts API once per pass (upgrader/alert_source.py) and hands the
+The controller asks Prometheus's alerts API once per pass (upgrader/controller/alert_source.py) and hands the
 snapshot an `AlertReading`: the firing alerts, or why it could not read them. This module only
 decides, from that plain data.
 

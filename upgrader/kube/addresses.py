@@ -1,6 +1,6 @@
 """Where the adapter finds the driver and keeps upgrader's own objects, as the adapter needs it.
 
-The controller's `Settings` (upgrader/config.py) has these fields and is what callers pass; the
+The controller's `Settings` (upgrader/controller/settings.py) has these fields and is what callers pass; the
 adapter names only this shape, so it never imports the controller room above it.
 """
 

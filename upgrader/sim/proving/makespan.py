@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from upgrader.controller import Controller, PassReport
+from upgrader.controller.loop import Controller, PassReport
 from upgrader.core.states import State
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.controllers.settings import SimSettings

@@ -17,10 +17,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from upgrader.controller.rollout_metrics import RolloutCollector
 from upgrader.core.detect import FIRST_LABELS
 from upgrader.core.machine import edges
 from upgrader.core.states import UNLABELLED, State
-from upgrader.rollout_metrics import RolloutCollector
 
 STATE_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400)
 PASS_RESULTS = ("ok", "error", "not_leader", "stale_lease")

@@ -10,7 +10,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from upgrader.config import Settings, load_policy, load_settings
+from upgrader.controller.settings import Settings, load_policy, load_settings
 from upgrader.core.input_errors import printable
 from upgrader.inputs import LEDGER_MAX_BYTES, MIB, PROFILES_MAX_BYTES, ConfigError, read_bounded
 
@@ -34,8 +34,8 @@ def _api(args: argparse.Namespace) -> KubeApi:
 
 
 def run(args: argparse.Namespace) -> int:
+    from upgrader.controller.runner import build_controller, run_until_signalled
     from upgrader.kube.client import api_client
-    from upgrader.runner import build_controller, run_until_signalled
 
     policy = load_policy(args.policy)
     settings = load_settings(namespace=getattr(args, "namespace", None))
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
     server = None
     if port:
-        from upgrader.runner import serve_metrics
+        from upgrader.controller.runner import serve_metrics
 
         try:
             server = serve_metrics(controller, port)
@@ -65,10 +65,10 @@ def _run_once(
 ) -> int:
     """One pass: exit 0 when it ran and every write went through, printing the status; else exit 1
     with one line on stderr saying why it could not act (no status of a pass that did not run)."""
+    from upgrader.controller.runner import build_controller, check_policy_against_cluster
     from upgrader.core.actions import Result
     from upgrader.kube.api import ApiError, KubeApi
     from upgrader.kube.snapshot import status_path
-    from upgrader.runner import build_controller, check_policy_against_cluster
 
     api = KubeApi(client, attempts=3, max_delay=5)
     try:
@@ -132,7 +132,7 @@ def _not_leading(api: KubeApi, lease_path: str, settings: Settings) -> str:
 
 
 def demo(args: argparse.Namespace) -> int:
-    from upgrader.demo import run_demo
+    from upgrader.commands.demo import run_demo
 
     policy = load_policy(args.policy) if args.policy else None
     return run_demo(args.scenario, args.nodes, policy, sys.stdout, timeout=args.timeout, policy_path=args.policy)
@@ -140,12 +140,12 @@ def demo(args: argparse.Namespace) -> int:
 
 def plan(args: argparse.Namespace) -> int:
     """Read-only: exit 0 without blocking findings, 1 with, 2 on bad input."""
-    from upgrader import plan_source
+    from upgrader.commands import plan_source
+    from upgrader.commands.planview import render_plan
     from upgrader.core.compat import parse_floors, parse_version
     from upgrader.core.images import parse_ledger
     from upgrader.core.plan import PlanOptions, build_plan
     from upgrader.core.profiles import load_profiles_text
-    from upgrader.planview import render_plan
 
     policy = load_policy(args.policy)
     settings = load_settings(namespace=getattr(args, "namespace", None))

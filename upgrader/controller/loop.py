@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from upgrader.alert_source import PrometheusAlerts
-from upgrader.config import Settings
+from upgrader.controller.alert_source import PrometheusAlerts
+from upgrader.controller.settings import Settings
 from upgrader.core.actions import Action, Event, Outcome, Result, Transition
 from upgrader.core.events import waiting_line
 from upgrader.core.policy import OnInsufficientCapacity, Policy

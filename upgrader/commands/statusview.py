@@ -5,9 +5,9 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from upgrader.commands.liveness import ControllerSeen, ago
 from upgrader.core.states import STATE_COUNT_KEYS, UNLABELLED, State
 from upgrader.core.timefmt import parse_or_none
-from upgrader.liveness import ControllerSeen, ago
 
 SHORT = {
     State.UPGRADE_REQUIRED.value: "required",

@@ -50,7 +50,7 @@ ObjectName = Annotated[str, AfterValidator(_dns_subdomain)]
 
 # Where a controller keeps its status ConfigMap and Lease: `upgrader-system` as deploy/ installs it,
 # `gpu-operator` (Settings' default) for `upgrader run` without UPGRADER_NAMESPACE and the emulator.
-# `status`, `pause` and `resume` without -n or UPGRADER_NAMESPACE look in both (upgrader/status_cli.py).
+# `status`, `pause` and `resume` without -n or UPGRADER_NAMESPACE look in both (upgrader/commands/status.py).
 CONTROLLER_NAMESPACES = ("upgrader-system", "gpu-operator")
 
 

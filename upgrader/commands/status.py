@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from upgrader.config import CONTROLLER_NAMESPACES, Settings, load_settings
+from upgrader.commands.liveness import ControllerSeen, judge_lease, unreadable
+from upgrader.commands.statusview import render_table, render_watch
+from upgrader.controller.settings import CONTROLLER_NAMESPACES, Settings, load_settings
 from upgrader.core.timefmt import rfc3339
 from upgrader.inputs import ConfigError
-from upgrader.liveness import ControllerSeen, judge_lease, unreadable
-from upgrader.statusview import render_table, render_watch
 
 if TYPE_CHECKING:
     from upgrader.kube.api import KubeApi
@@ -132,7 +132,7 @@ def _api(args: argparse.Namespace) -> KubeApi:
 
 def _cluster_failure(api: KubeApi, exc: Exception) -> str:
     """One line for an API server that refused (its message) or did not answer (the OS's words)."""
-    from upgrader.commands import api_cause
+    from upgrader.commands.handlers import api_cause
     from upgrader.kube.api import ApiError
 
     if isinstance(exc, ApiError) and exc.status != 0:

@@ -12,8 +12,9 @@ from types import FrameType
 from kubernetes import client as k8s
 
 from upgrader import __version__
-from upgrader.config import Settings
-from upgrader.controller import Controller, PassReport
+from upgrader.controller.loop import Controller, PassReport
+from upgrader.controller.metrics import Metrics, MetricsServer
+from upgrader.controller.settings import Settings
 from upgrader.core.fleet import fleet
 from upgrader.core.policy import Policy
 from upgrader.core.policy_fleet import fleet_problem, refusal, status_problem
@@ -23,7 +24,6 @@ from upgrader.kube.cache import ClusterCache
 from upgrader.kube.leader import LeaderElector
 from upgrader.kube.reachability import Backoff
 from upgrader.kube.snapshot import take
-from upgrader.metrics import Metrics, MetricsServer
 
 log = logging.getLogger("upgrader")
 logging.getLogger("transitions").setLevel(logging.WARNING)  # one line per trigger is noise in our log

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from upgrader import plan_coverage
-from upgrader.config import Settings
+from upgrader.commands import plan_coverage
+from upgrader.controller.settings import Settings
 from upgrader.core.driver_selectors import DriverResource, driver_resource
 from upgrader.core.fleet import fleet
 from upgrader.core.gpupods import claim_index, is_gpu_resource

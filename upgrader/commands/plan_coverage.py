@@ -19,7 +19,7 @@ import sys
 from collections.abc import Collection, Sequence, Set
 from typing import Any
 
-from upgrader.config import Settings
+from upgrader.controller.settings import Settings
 from upgrader.core.driver_selectors import gpu_nodes
 from upgrader.core.fleet import fleet
 from upgrader.core.views import Snapshot

@@ -14,14 +14,14 @@ from typing import Any, TextIO
 
 from kubernetes import client as k8s
 
-from upgrader.config import Settings
-from upgrader.controller import PassReport
+from upgrader.commands.statusview import progress_line, render_table
+from upgrader.controller.loop import PassReport
+from upgrader.controller.runner import build_controller, check_policy_against_cluster, start_watches
+from upgrader.controller.settings import Settings
 from upgrader.core.policy import Policy, policy_from_mapping
-from upgrader.runner import build_controller, check_policy_against_cluster, start_watches
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.builders import NEW_DRIVER, OLD_DRIVER
 from upgrader.sim.fleets.scenarios import ScenarioInfo, build
-from upgrader.statusview import progress_line, render_table
 
 # Short timeouts so every scenario reaches its end within a minute.
 DEMO_POLICY: dict[str, Any] = {

@@ -62,7 +62,7 @@ def _port(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from upgrader import compat_cli
+    from upgrader.commands import compat
     from upgrader.sim.fleets.scenarios import DEFAULT_NODES, SCENARIOS, ZONES
 
     nodes = _fleet_size(len(ZONES))
@@ -145,8 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--profiles", help="compatibility profiles YAML (example: policies/profiles.example.yaml)")
     plan.add_argument("--target-driver", help="driver version to plan for (default: each DaemonSet's)")
     plan.add_argument(
-        "--floor", action="append", default=[], type=compat_cli.floor_item, metavar="KEY=VERSION",
-        help="for cuda-incompatible findings, as in `upgrader compat`: " + compat_cli.FLOOR_HELP,
+        "--floor", action="append", default=[], type=compat.floor_item, metavar="KEY=VERSION",
+        help="for cuda-incompatible findings, as in `upgrader compat`: " + compat.FLOOR_HELP,
     )
     plan.add_argument(
         "--wave-duration", type=_wave_duration, metavar="DURATION",
@@ -175,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
             name, help=text, epilog="exit 1 (and nothing written) when no controller has written a status there"
         )
         _cluster_flags(control, FIND_NAMESPACE_HELP)
-    compat_cli.add_parser(commands)
+    compat.add_parser(commands)
     return parser
 
 
@@ -210,22 +210,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         if args.command == "sim" and args.sim_command == "serve":
-            from upgrader.sim.serve import serve
+            from upgrader.commands.sim_serve import serve
 
             return serve(args.scenario, args.nodes, args.port, args.kubeconfig, args.audit_log, args.seed)
         if args.command == "compat":
-            from upgrader import compat_cli
+            from upgrader.commands import compat
 
-            return compat_cli.run(args)
-        from upgrader import commands as cmd
-        from upgrader import status_cli
+            return compat.run(args)
+        from upgrader.commands import handlers as cmd
+        from upgrader.commands import status as status_cmd
 
         handlers = {
             "run": cmd.run,
             "demo": cmd.demo,
-            "status": status_cli.status,
-            "pause": status_cli.pause,
-            "resume": status_cli.resume,
+            "status": status_cmd.status,
+            "pause": status_cmd.pause,
+            "resume": status_cmd.resume,
             "plan": cmd.plan,
         }
         return handlers[args.command](args)
