@@ -1,0 +1,190 @@
+"""Every room of upgrader/ imports only the rooms below it, and no modules import each other in a circle.
+
+The rooms and their arrows are docs/architecture.md's picture; each room's __init__ says the same in its
+"May import:" line. Every import counts: module-level, inside a function, and under TYPE_CHECKING (a
+type-only import is still a dependency a reader must follow).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "upgrader"
+SIM_ROOMS = ("upgrader.sim.apiserver", "upgrader.sim.controllers", "upgrader.sim", "upgrader.sim.fleets")
+
+# room -> the rooms it may import (besides itself). The top package holds only __version__.
+MAY_IMPORT: dict[str, tuple[str, ...]] = {
+    "upgrader": (),
+    "upgrader.core": (),
+    "upgrader.inputs": ("upgrader.core",),
+    "upgrader.kube": ("upgrader.core", "upgrader.inputs"),
+    "upgrader.controller": ("upgrader", "upgrader.core", "upgrader.inputs", "upgrader.kube"),
+    "upgrader.sim.apiserver": ("upgrader.core",),
+    "upgrader.sim.controllers": ("upgrader.core", "upgrader.sim.apiserver"),
+    "upgrader.sim": ("upgrader.core", "upgrader.sim.apiserver", "upgrader.sim.controllers"),
+    "upgrader.sim.fleets": ("upgrader.core", *SIM_ROOMS[:3]),
+    "upgrader.sim.proving": ("upgrader.core", "upgrader.inputs", "upgrader.kube", "upgrader.controller", *SIM_ROOMS),
+    "upgrader.commands": (
+        "upgrader", "upgrader.core", "upgrader.inputs", "upgrader.kube", "upgrader.controller", *SIM_ROOMS,
+    ),
+}
+ROOMS = [room for room in MAY_IMPORT if room != "upgrader"]
+PACKAGE_ROOMS = [room for room in ROOMS if (PACKAGE.parent / room.replace(".", "/")).is_dir()]  # inputs is one module
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def room_of(module: str) -> str | None:
+    """The longest room that holds `module` (upgrader.sim.fleets.spread is in upgrader.sim.fleets)."""
+    rooms = [r for r in MAY_IMPORT if module == r or module.startswith(r + ".")]
+    if module != "upgrader" and rooms == ["upgrader"]:
+        return None  # a loose module at the top: no room says what it may import
+    return max(rooms, key=len) if rooms else None
+
+
+def imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """The upgrader modules `tree` imports; `from pkg import mod` names the module when it is one."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "upgrader")
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")[: len(module.split(".")) - node.level + (1 if is_package else 0)]
+                base = ".".join([*anchor, base] if base else anchor)
+            if base.split(".")[0] != "upgrader":
+                continue
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                out.add(candidate if _is_module(candidate) else base)
+    return out
+
+
+def _is_module(name: str) -> bool:
+    where = PACKAGE.parent / name.replace(".", "/")
+    return where.with_suffix(".py").is_file() or (where / "__init__.py").is_file()
+
+
+def import_graph() -> dict[str, set[str]]:
+    graph = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = module_name(path)
+        graph[name] = imported(ast.parse(path.read_text(), filename=str(path)), name, path.name == "__init__.py")
+    return graph
+
+
+def wrong_way(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """Every import that goes where its room may not: `module -> target (room may not import other room)`."""
+    problems = []
+    for module, targets in graph.items():
+        room = room_of(module)
+        if room is None:
+            problems.append(f"{module}: in no room (add it to a room, or a room to MAY_IMPORT and the docs)")
+            continue
+        for target in sorted(targets):
+            target_room = room_of(target)
+            if target_room != room and target_room not in MAY_IMPORT[room]:
+                problems.append(f"{module} -> {target} ({room} may not import {target_room})")
+    return problems
+
+
+def circles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The import circles: strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while (w := stack.pop()) != v:
+                group.append(w)
+            if group:
+                found.append(sorted([v, *group]))
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+GRAPH = import_graph()
+
+
+def test_every_room_is_there_and_holds_modules() -> None:
+    for room in ROOMS:
+        assert room in GRAPH, f"{room}: in MAY_IMPORT but no such package or module"
+        if room in PACKAGE_ROOMS:
+            assert any(room_of(m) == room and m != room for m in GRAPH), f"{room} holds no module"
+
+
+@pytest.mark.parametrize("room", PACKAGE_ROOMS)
+def test_room_init_says_what_it_holds_and_may_import(room: str) -> None:
+    init = PACKAGE.parent / room.replace(".", "/") / "__init__.py"
+    doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+    lines = doc.splitlines()
+    assert len(lines) == 2 and lines[1].startswith("May import:"), f"{init}: two lines, the second 'May import: ...'"
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_room_imports_only_the_rooms_below_it(room: str) -> None:
+    problems = wrong_way({m: t for m, t in GRAPH.items() if room_of(m) == room})
+    assert not problems, "\n".join(problems)
+
+
+def test_no_module_outside_a_room() -> None:
+    loose = [m for m in GRAPH if room_of(m) is None]
+    assert not loose, f"modules in no room: {loose}"
+
+
+def test_no_import_circles() -> None:
+    assert not circles(GRAPH), circles(GRAPH)
+
+
+def test_nothing_in_upgrader_imports_the_commands_or_the_proving_harnesses() -> None:
+    for top in ("upgrader.commands", "upgrader.sim.proving"):
+        users = sorted(m for m, ts in GRAPH.items() if room_of(m) != top and any(room_of(t) == top for t in ts))
+        assert not users, f"{top} is imported by {users}"
+
+
+def test_the_checks_catch_a_wrong_way_import_and_a_circle() -> None:
+    graph = {
+        "upgrader.kube.api": {"upgrader.controller.loop"},  # the adapter reaching up to the controller
+        "upgrader.sim.apiserver.store": {"upgrader.sim.controllers.jobs"},
+        "upgrader.sim.controllers.jobs": {"upgrader.sim.apiserver.store"},
+        "upgrader.stray": set(),
+    }
+    assert wrong_way(graph) == [
+        "upgrader.kube.api -> upgrader.controller.loop (upgrader.kube may not import upgrader.controller)",
+        "upgrader.sim.apiserver.store -> upgrader.sim.controllers.jobs "
+        "(upgrader.sim.apiserver may not import upgrader.sim.controllers)",
+        "upgrader.stray: in no room (add it to a room, or a room to MAY_IMPORT and the docs)",
+    ]
+    assert circles(graph) == [["upgrader.sim.apiserver.store", "upgrader.sim.controllers.jobs"]]
+
+
+def test_imports_under_type_checking_and_inside_functions_count() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from upgrader.sim.cluster import EmulatedCluster\n"
+        "def f():\n    from upgrader.sim.apiserver import errors\n"
+    )
+    found = imported(ast.parse(source), "upgrader.sim.loading", is_package=False)
+    assert found == {"upgrader.sim.cluster", "upgrader.sim.apiserver.errors"}
