@@ -1,5 +1,5 @@
 """Which nodes start, and in what order, when the world misbehaves mid-rollout (issue 11), end to end on
-the emulator's virtual clock (see test_disturbances.py for the harness).
+the emulator's virtual clock (see disturbance_world.py for the harness).
 
 The failure-domain order broken with nodes of one domain in progress: the controller restarts with
 another order, a zone label changes, a node asks for the upgrade in a finished domain, the driver
@@ -29,7 +29,7 @@ from upgrader.sim.controllers.settings import SimSettings
 from upgrader.sim.fleets.builders import KERNELS, OLD_DRIVER, OPERATOR_NS, OS_TAG, driver_template, node_object
 from upgrader.sim.proving.invariants import RolloutRecorder, lease_handovers
 
-from .test_disturbances import IN_PROGRESS_VALUES, POLICY, ZONE_LABEL, ZONES, World, runbook_line, starts_after
+from .disturbance_world import IN_PROGRESS_VALUES, POLICY, ZONE_LABEL, ZONES, World, runbook_line, starts_after
 
 # ----- 1. the domain order broken mid-rollout ------------------------------------------------------
 

@@ -1,0 +1,33 @@
+"""Helpers of the start-scheduling tests: fleets of node views by (name, zone, state), and the nodes
+plan_starts would start."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from upgrader.core.policy import Policy
+from upgrader.core.schedule import plan_starts
+from upgrader.core.states import State
+from upgrader.core.views import NodeView
+
+from .factories import T0, node
+
+S = State
+REQ, DONE, FAILED = S.UPGRADE_REQUIRED, S.DONE, S.FAILED
+
+
+def fleet(*specs: tuple[Any, ...]) -> list[NodeView]:
+    """Nodes from (name, zone, state) or (name, zone, state, {node() keywords})."""
+    return [
+        node(name, state, zone=zone, **(extra[0] if extra else {})) for name, zone, state, *extra in specs
+    ]
+
+
+def starts(
+    nodes: list[NodeView],
+    pol: Policy | None = None,
+    now: float = T0,
+    may_start: bool = True,
+    acknowledged: set[str] | None = None,
+) -> list[str]:
+    return plan_starts(nodes, pol or Policy(), now, may_start, acknowledged or set()).starts
