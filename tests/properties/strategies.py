@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from upgrader.core.policy import Policy, policy_from_mapping
 
-from .world import JOB_SELECTOR, FleetSpec, NodeSpec, WorkloadSpec
+from .world_objects import JOB_SELECTOR, FleetSpec, NodeSpec, WorkloadSpec
 
 ZONES = ("a", "b", "c")
 MAX_NODES = 7

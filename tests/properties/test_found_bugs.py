@@ -12,9 +12,11 @@ from __future__ import annotations
 from upgrader.core.policy import policy_from_mapping
 from upgrader.core.states import FAILED_REASON, UNLABELLED, State
 
-from .invariants import Audit, check_pass, check_state, open_violations
-from .test_rollout_properties import settle
-from .world import NEWER_HASH, FleetSpec, NodeSpec, World, controller_pass
+from .invariants import check_pass, check_state, open_violations
+from .invariants_audit import Audit
+from .rollout_support import settle
+from .world import World, controller_pass
+from .world_objects import NEWER_HASH, FleetSpec, NodeSpec
 
 
 def test_status_counts_every_managed_node_by_state_when_auto_upgrade_is_off() -> None:

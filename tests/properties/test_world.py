@@ -5,7 +5,8 @@ from __future__ import annotations
 from upgrader.core.actions import DeletePod, Evict, Result, SetUnschedulable, Transition
 from upgrader.core.states import STATE_LABEL, State
 
-from .world import DRIVER, WORKLOAD, FleetSpec, NodeSpec, WorkloadSpec, World
+from .world import World
+from .world_objects import DRIVER, WORKLOAD, FleetSpec, NodeSpec, WorkloadSpec
 
 
 def two_nodes_one_budget(min_available: int) -> World:
