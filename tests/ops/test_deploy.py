@@ -84,7 +84,7 @@ def test_rbac_has_no_wildcards_and_no_secrets(rendered: dict[str, dict[str, Any]
 
 
 def test_dockerfile_is_slim_non_root_and_installs_from_metadata() -> None:
-    """Pins, the lock and the build context: tests/ops/test_image.py."""
+    """Pins, the lock and the build context: tests/ops/test_image.py and test_image_build.py."""
     text = (ROOT / "Dockerfile").read_text()
     froms = [line.split()[1] for line in text.splitlines() if line.startswith("FROM ")]
     assert froms and all("slim" in image for image in froms)
