@@ -1,5 +1,5 @@
 """Crash, two-replica, API-fault and disturbance campaigns: short in CI, full with UPGRADER_CAMPAIGN=full
-(see campaigns.py)."""
+(see campaigns.py, campaign_world.py and disturbance_campaign.py)."""
 
 from __future__ import annotations
 
@@ -11,21 +11,13 @@ from upgrader.core.policy import policy_from_mapping
 from upgrader.core.states import STATE_LABEL, State
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
-from upgrader.sim.proving.invariants import ZONE_LABEL, DisturbedAudit, RolloutRecorder
+from upgrader.sim.proving.disturbed_audit import DisturbedAudit
+from upgrader.sim.proving.invariants import RolloutRecorder
+from upgrader.sim.proving.recording import ZONE_LABEL
 
-from .campaigns import (
-    DISTURBANCES,
-    FULL,
-    LAG,
-    ORDER,
-    STATUS,
-    Figures,
-    disturbance_campaign,
-    fault_campaign,
-    kill_campaign,
-    ordered_policy,
-    replica_campaign,
-)
+from .campaign_world import FULL, ORDER, STATUS, Figures
+from .campaigns import fault_campaign, kill_campaign, replica_campaign
+from .disturbance_campaign import DISTURBANCES, LAG, disturbance_campaign, ordered_policy
 
 PATHS = ("adoptions", "drain fallbacks", "failed nodes recovered", "restart-only restarts")
 

@@ -1,0 +1,196 @@
+"""What a rollout's recorder keeps: every node change and mark in commit order (`HistoryRecorder`), what
+whoever disturbs the rollout tells it, and the facts derived from that history and the request log."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from upgrader.core.policy import Policy
+from upgrader.core.states import BLOCKED_KIND, State
+from upgrader.sim.apiserver.watch import Change
+from upgrader.sim.cluster import EmulatedCluster
+
+LABEL = "nvidia.com/gpu-driver-upgrade-state"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+NO_DOMAIN = "<none>"
+RESTORE = "restore"  # `by` of the records a restored API server brings back
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    rv: int
+    time: float
+    node: str
+    state: str | None
+    unschedulable: bool
+    blocked: bool
+    annotations: dict[str, str]
+    zone: str | None = None
+    seq: int = 0  # place in the recorder's history: resourceVersions go back on a restore
+    by: str | None = None  # who else wrote it: a person (`by_hand`), or RESTORE; None: upgrader
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A moment in the history besides a node change: a controller's pass begins ("pass"), the status
+    names its current domain ("status"), a backup is taken ("backup"), the API server comes back on a
+    backup ("restore", `token` the backup's seq), a controller with `policy` takes over ("policy")."""
+
+    seq: int
+    time: float
+    kind: str
+    domain: str | None = None
+    token: int = 0
+    policy: Policy | None = None
+    by: str | None = None
+
+
+class HistoryRecorder:
+    """Hooks the store and keeps the history that `RolloutRecorder` judges (see invariants.py)."""
+
+    def __init__(
+        self,
+        cluster: EmulatedCluster,
+        status: tuple[str, str] | None = None,
+    ) -> None:
+        """`status`: (namespace, name) of the status ConfigMap whose current domain to follow."""
+        self.cluster = cluster
+        self.records: list[NodeRecord] = []
+        self.marks: list[Mark] = []
+        self.initially_cordoned: set[str] = set()
+        self.status = status
+        self._seq = itertools.count(1)
+        self._by: str | None = None
+        self._status_domain: str | None = None
+        nodes = cluster.type("nodes")
+        for node in cluster.store.objects(nodes):
+            self._record(node, cluster.store.resource_version)
+            if (node.get("spec") or {}).get("unschedulable"):
+                self.initially_cordoned.add(node["metadata"]["name"])
+        cluster.store.reactors.append(self._react)
+
+    def _react(self, change: Change) -> None:
+        if change.key == ("", "nodes") and change.type != "DELETED":
+            by = self._by
+            if by != RESTORE:  # only a person's write itself, not what it sets off
+                self._by = None
+            self._record(change.new, change.rv, by)
+        elif change.key == ("", "configmaps") and self.status is not None and change.new is not None:
+            meta = change.new["metadata"]
+            if (meta.get("namespace"), meta["name"]) == self.status:
+                self._follow_status(change.new)
+
+    def _record(self, node: dict[str, Any], rv: int, by: str | None = None) -> None:
+        meta = node["metadata"]
+        annotations = dict(meta.get("annotations") or {})
+        labels = meta.get("labels") or {}
+        self.records.append(
+            NodeRecord(
+                rv=rv,
+                time=self.cluster.store.clock.now(),
+                node=meta["name"],
+                state=labels.get(LABEL),
+                unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+                blocked=bool(annotations.get(BLOCKED_KIND)),
+                annotations=annotations,
+                zone=labels.get(ZONE_LABEL),
+                seq=next(self._seq),
+                by=by,
+            )
+        )
+
+    def _follow_status(self, configmap: dict[str, Any] | None, by: str | None = None) -> None:
+        try:
+            status = json.loads(((configmap or {}).get("data") or {}).get("status.json") or "{}")
+        except ValueError:
+            status = {}
+        domain = status.get("current_domain") if isinstance(status, dict) else None
+        if domain != self._status_domain or by is not None:
+            self._status_domain = domain
+            self._mark("status", domain=domain, by=by)
+
+    def _mark(self, kind: str, **fields: Any) -> Mark:
+        with self.cluster.store.lock:  # one order with the node records, which commit under it
+            mark = Mark(next(self._seq), self.cluster.store.clock.now(), kind, **fields)
+            self.marks.append(mark)
+            return mark
+
+    # ----- what whoever disturbs the rollout tells the recorder -------------------------------------
+
+    @contextlib.contextmanager
+    def by_hand(self, who: str) -> Iterator[None]:
+        """The node write made inside is a person's (`who`), not upgrader's."""
+        with self.cluster.store.lock:
+            self._by = who
+            try:
+                yield
+            finally:
+                self._by = None
+
+    def pass_begins(self) -> None:
+        """A controller pass reads the cluster now: what lands later, it decides without."""
+        self._mark("pass")
+
+    def policy_in_effect(self, policy: Policy) -> None:
+        """From now on a controller with `policy` drives the rollout (its domain order)."""
+        self._mark("policy", policy=policy)
+
+    def backup_taken(self) -> int:
+        """Call under the store's lock right after `cluster.backup()`; the token for `restoring`."""
+        return self._mark("backup").seq
+
+    @contextlib.contextmanager
+    def restoring(self, token: int) -> Iterator[None]:
+        """Around `cluster.restore_from` the backup of `token`: what it brings back (and the
+        emulator's behaviours write as they resume) is the restore's, not upgrader's."""
+        with self.cluster.store.lock:
+            self._mark(RESTORE, token=token, by=RESTORE)
+            self._by = RESTORE
+            try:
+                yield
+                for node in self.cluster.store.objects(self.cluster.type("nodes")):
+                    self._record(node, self.cluster.store.resource_version, RESTORE)
+                if self.status is not None:
+                    namespace, name = self.status
+                    self._follow_status(self.cluster.get("configmaps", name, namespace), by=RESTORE)
+            finally:
+                self._by = None
+
+    # ----- derived facts ------------------------------------------------------------------------
+
+    def starts(self) -> list[NodeRecord]:
+        """Records where a node left upgrade-required for cordon-required."""
+        last: dict[str, str | None] = {}
+        out = []
+        for r in self.records:
+            if last.get(r.node) == State.UPGRADE_REQUIRED.value and r.state == State.CORDON_REQUIRED.value:
+                out.append(r)
+            last[r.node] = r.state
+        return out
+
+    def first_halt(self) -> NodeRecord | None:
+        """The first record where a node was blocked or failed."""
+        return next((r for r in self.records if r.blocked or r.state == State.FAILED.value), None)
+
+    def final_states(self) -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        for r in self.records:
+            out[r.node] = r.state
+        return out
+
+    def _pdb_bypass(self) -> list[str]:
+        """No pod whose eviction a PDB refused was then deleted by a plain DELETE."""
+        refused: set[str] = set()
+        violations = []
+        for req in self.cluster.requests:
+            key = f"{req.namespace}/{req.name}"
+            if req.subresource == "eviction" and req.status == 429:
+                refused.add(key)
+            elif req.verb == "delete" and req.resource == "pods" and key in refused:
+                violations.append(f"request {req.seq}: pod {key} deleted after a PDB refused its eviction")
+        return violations
