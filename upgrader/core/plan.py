@@ -35,7 +35,7 @@ from upgrader.core.profiles import Profile
 from upgrader.core.schedule import canary_domain, domain_of, domain_order, is_unavailable, plan_starts
 from upgrader.core.selectors import parse_label_selector
 from upgrader.core.states import IN_PROGRESS, WAS_UNSCHEDULABLE, State
-from upgrader.core.steps import drained, driver_version_label
+from upgrader.core.step_checks import drained, driver_version_label
 from upgrader.core.views import DriverSet, NodeView, PdbView, PodView, Snapshot
 from upgrader.core.wave_windows import Prediction, for_plan
 from upgrader.core.windows import ALWAYS_OPEN, Verdict, verdict

@@ -12,12 +12,10 @@ from dataclasses import dataclass, field
 
 from upgrader.core.actions import Action, Annotate, DeletePod, Event, Evict, SetUnschedulable
 from upgrader.core.node_context import NodeContext, same_install_config, superseded_driver_pods
-from upgrader.core.selectors import LabelSelector, parse_label_selector
+from upgrader.core.selectors import parse_label_selector
 from upgrader.core.states import (
-    DRAIN_SKIP_LABEL,
     DRIVER_DELETED_AT,
     DRIVER_POD_UID,
-    GPU_BEFORE,
     IN_PROGRESS,
     OPERATOR_INITIAL_UNSCHEDULABLE,
     RESTART_ONLY,
@@ -27,6 +25,7 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
+from upgrader.core.step_checks import came_back, count_of, drained, pod_names, pod_sources, validation_problems
 from upgrader.core.timefmt import parse_or_none
 from upgrader.core.views import NodeView, PdbView, PodView
 
@@ -62,24 +61,6 @@ def _pdb_for(pod: PodView, pdbs: list[PdbView]) -> PdbView | None:
     return next((p for p in pdbs if p.covers(pod)), None)
 
 
-def _names(pods: list[PodView], limit: int = 5) -> str:
-    keys = [p.key for p in sorted(pods, key=lambda p: p.key)]
-    more = f" and {len(keys) - limit} more" if len(keys) > limit else ""
-    return ", ".join(keys[:limit]) + more
-
-
-def _sources(pods: list[PodView]) -> str:
-    """Pods by what owns them (`pods of Job batch/eval`), each unowned pod by its own name."""
-    owned = sorted({f"{p.owner_kind} {p.namespace}/{p.owner_name}" for p in pods if p.owner_kind and p.owner_name})
-    loose = [p for p in pods if not (p.owner_kind and p.owner_name)]
-    parts = [f"pods of {', '.join(owned)}"] if owned else []
-    return ", ".join(parts + ([_names(loose)] if loose else []))
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 # ----- the states ---------------------------------------------------------------------------------
 
 
@@ -107,7 +88,7 @@ def wait_for_jobs(ctx: NodeContext) -> StepPlan:
         limit = f"timeout {settings.timeout_seconds}s" if settings.timeout_seconds else "no timeout"
         plan.trigger = None
         plan.waiting = (
-            f"waiting for {_plural(len(running), 'job pod')} to finish: {_names(running)} "
+            f"waiting for {count_of(len(running), 'job pod')} to finish: {pod_names(running)} "
             f"(waitForCompletion.podSelector {settings.pod_selector}, {limit})"
         )
     return plan
@@ -139,10 +120,10 @@ def _evictions(
     if unmanaged or scratch:
         reasons = []
         if unmanaged:
-            reasons.append(f"{_names(unmanaged)} not managed by a controller (set {knob}.force to delete)")
+            reasons.append(f"{pod_names(unmanaged)} not managed by a controller (set {knob}.force to delete)")
         if scratch:
             verb = "uses" if len(scratch) == 1 else "use"
-            reasons.append(f"{_names(scratch)} {verb} emptyDir (set {knob}.deleteEmptyDir to delete)")
+            reasons.append(f"{pod_names(scratch)} {verb} emptyDir (set {knob}.deleteEmptyDir to delete)")
         forbidden = "cannot evict: " + "; ".join(reasons)
         pods = [p for p in pods if p not in unmanaged and p not in scratch]
         if fallback is None or not pods:
@@ -159,26 +140,19 @@ def _evictions(
     terminating = [p for p in pods if p.terminating]
     waits = [plan.waiting] if plan.waiting else []
     if terminating:
-        waits.append(f"waiting for {_plural(len(terminating), 'pod')} to terminate: {_names(terminating)}")
+        waits.append(f"waiting for {count_of(len(terminating), 'pod')} to terminate: {pod_names(terminating)}")
     returned = came_back(ctx, pods)
     if returned:
         # Named by what keeps putting them there: a pod's own name changes with every return, and a
         # block whose reason changed would be written, and announced, again every pass.
         plan.returning = True
         waits.append(
-            f"{_sources(returned)} came back to the node after it was cordoned (created after it entered "
+            f"{pod_sources(returned)} came back to the node after it was cordoned (created after it entered "
             f"{ctx.node.state.value if ctx.node.state else 'this state'}): something places them on it "
             "directly (nodeName, a pinned Job, a toleration), so evicting them again does not end"
         )
     plan.waiting = "; ".join(waits) or None
     return plan
-
-
-def came_back(ctx: NodeContext, pods: list[PodView]) -> list[PodView]:
-    """Pods created on the node after it entered its state: the node was cordoned by then, so
-    they were put on it directly, and an eviction is followed by another such pod."""
-    entered = parse_or_none(ctx.node.annotations.get(STATE_SINCE))
-    return [p for p in pods if entered is not None and p.created is not None and p.created > entered]
 
 
 def gpu_pod_deletion(ctx: NodeContext) -> StepPlan:
@@ -216,17 +190,6 @@ def drain(ctx: NodeContext) -> StepPlan:
     )
 
 
-def drained(pod: PodView, selector: LabelSelector) -> bool:
-    """A pod a drain evicts: selected, not a DaemonSet's or a mirror pod, not labelled to be skipped."""
-    return (
-        not pod.terminal
-        and not pod.mirror
-        and pod.owner_kind != "DaemonSet"
-        and pod.labels.get(DRAIN_SKIP_LABEL) != "true"
-        and selector.matches(pod.labels)
-    )
-
-
 def restart_driver(ctx: NodeContext) -> StepPlan:
     plan = StepPlan(ctx.node.name, timeout=ctx.policy.pod_restart.timeout_seconds, fail_on_timeout=True)
     target = ctx.target_hash
@@ -246,13 +209,13 @@ def restart_driver(ctx: NodeContext) -> StepPlan:
             verb = "holds" if len(clients) == 1 else "hold"
             plan.blocked = Blocked(
                 "gpu-pods",
-                f"{_plural(len(clients), 'pod')} still {verb} GPUs: {_names(clients)}; "
+                f"{count_of(len(clients), 'pod')} still {verb} GPUs: {pod_names(clients)}; "
                 "the driver cannot unload under them",
             )
             return plan
         plan.attempts.extend(DeletePod(ctx.node.name, p.namespace, p.name, p.uid) for p in stale)
         plan.stamp_on_success = DRIVER_DELETED_AT
-        plan.waiting = f"restarting driver pod {_names(stale)}"
+        plan.waiting = f"restarting driver pod {pod_names(stale)}"
         return plan
     fresh = [p for p in live if target is None or p.revision_hash == target]
     changed = restart_only and [p for p in fresh if p.config_digest != ctx.node.annotations.get(RESTART_ONLY)]
@@ -263,7 +226,7 @@ def restart_driver(ctx: NodeContext) -> StepPlan:
             "gpu-pods",
             f"the driver configuration changed during a restart-only upgrade (DRIVER_CONFIG_DIGEST "
             f"{ctx.node.annotations.get(RESTART_ONLY)} -> {changed[0].config_digest}) while "
-            f"{_plural(len(holders), 'pod')} still held GPUs: {_names(holders)}; move them off the node",
+            f"{count_of(len(holders), 'pod')} still held GPUs: {pod_names(holders)}; move them off the node",
         )
         return plan
     if fresh and all(p.ready for p in fresh):
@@ -293,38 +256,6 @@ def validate(ctx: NodeContext) -> StepPlan:
     else:
         plan.trigger = "validated"
     return plan
-
-
-def validation_problems(ctx: NodeContext) -> list[str]:
-    """Everything that says the new driver is not (yet) loaded and usable on the node."""
-    problems = []
-    target = ctx.target_hash
-    live = [p for p in ctx.driver_pods if not p.terminating]
-    if not any(p.ready and (target is None or p.revision_hash == target) for p in live):
-        problems.append("driver pod not Ready at the new revision")
-    selector_text = ctx.policy.validation.pod_selector
-    if selector_text:
-        selector = parse_label_selector(selector_text)
-        validators = [p for p in ctx.pods if selector.matches(p.labels) and not p.terminating]
-        if not validators:
-            problems.append(f"no validator pod ({selector_text}) on the node")
-        not_ready = [p for p in validators if not p.ready]
-        if not_ready:
-            problems.append(f"validator pod {_names(not_ready)} not Ready")
-    before = ctx.node.annotations.get(GPU_BEFORE)
-    if before and before != "0" and ctx.node.gpu_allocatable != before:
-        problems.append(f"nvidia.com/gpu allocatable {ctx.node.gpu_allocatable or 'missing'}, expected {before}")
-    version = ctx.driver_set.driver_version if ctx.driver_set else None
-    running = driver_version_label(ctx.node)
-    if version and running and running != version:
-        problems.append(f"node reports driver {running}, expected {version} (module not reloaded)")
-    return problems
-
-
-def driver_version_label(node: NodeView) -> str | None:
-    """The running driver version GPU Feature Discovery publishes, or None."""
-    parts = [node.labels.get(f"nvidia.com/cuda.driver.{p}") for p in ("major", "minor", "rev")]
-    return ".".join(p for p in parts if p) if all(parts) else None
 
 
 def entry_annotations(target: State, ctx: NodeContext) -> dict[str, str | None]:
