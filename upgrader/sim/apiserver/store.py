@@ -16,16 +16,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from upgrader.sim.apiserver import errors
+from upgrader.sim.apiserver import deletion, errors
 from upgrader.sim.apiserver.backup import Backup
 from upgrader.sim.apiserver.clock import Clock, RealClock, rfc3339
-from upgrader.sim.apiserver.deletion import (
-    check_preconditions,
-    collect_dependents,
-    deletion_answer,
-    pod_grace,
-    termination_start,
-)
 from upgrader.sim.apiserver.listing import Key, ListQuery, ListResult, equality_value, parse_selectors, select_page
 from upgrader.sim.apiserver.patch import apply_patch
 from upgrader.sim.apiserver.podutil import PodIndex
@@ -240,20 +233,20 @@ class Store:
         """Pods on a node terminate gracefully; everything else goes at once."""
         with self.lock:
             current = self.get(rtype, namespace, name)
-            check_preconditions(rtype, name, current, preconditions)
+            deletion.check_preconditions(rtype, name, current, preconditions)
             if rtype.kind == "Pod":
-                grace = pod_grace(current, grace_seconds)
+                grace = deletion.pod_grace(current, grace_seconds)
                 if grace > 0:
                     return self._terminate_gracefully(rtype, current, grace)
             self.remove(rtype, current)
             if propagation != "Orphan":
-                collect_dependents(self, current["metadata"]["uid"])
-            return deletion_answer(rtype, current)
+                deletion.collect_dependents(self, current["metadata"]["uid"])
+            return deletion.deletion_answer(rtype, current)
 
     def _terminate_gracefully(self, rtype: ResourceType, pod: Obj, grace: int) -> Obj:
         now = self.clock.now()
         m = pod["metadata"]
-        started = termination_start(pod, grace, now)
+        started = deletion.termination_start(pod, grace, now)
         if started is None:
             return pod  # already terminating at least as fast
         updated = copy.deepcopy(pod)
@@ -272,7 +265,7 @@ class Store:
             # Still terminating: a restore can bring the same pod back alive.
             if gone is not None and gone["metadata"]["uid"] == uid and gone["metadata"].get("deletionTimestamp"):
                 self.remove(rtype, gone)
-                collect_dependents(self, uid)
+                deletion.collect_dependents(self, uid)
 
         self.scheduler.after(delay, f"terminate pod {ns}/{name}", finish)
 
