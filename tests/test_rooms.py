@@ -135,18 +135,41 @@ def test_every_room_is_there_and_holds_modules() -> None:
             assert any(room_of(m) == room and m != room for m in GRAPH), f"{room} holds no module"
 
 
-@pytest.mark.parametrize("room", PACKAGE_ROOMS)
-def test_room_init_says_what_it_holds_and_may_import(room: str) -> None:
-    init = PACKAGE.parent / room.replace(".", "/") / "__init__.py"
-    doc = ast.get_docstring(ast.parse(init.read_text())) or ""
-    lines = doc.splitlines()
-    assert len(lines) == 2 and lines[1].startswith("May import:"), f"{init}: two lines, the second 'May import: ...'"
+def said_may_import(doc: str) -> set[str] | None:
+    """The rooms a docstring's "May import: core, sim.apiserver; ..." line names (None: no such line)."""
+    line = next((ln for ln in doc.splitlines() if ln.startswith("May import:")), None)
+    if line is None:
+        return None
+    items = line.removeprefix("May import:").split(";")[0].rstrip(".").split(",")
+    words = [item.split()[0] for item in items if item.split()]
+    return {w if w == "upgrader" else f"upgrader.{w}" for w in words if w != "nothing"}
+
+
+def room_doc(room: str) -> tuple[Path, str]:
+    where = PACKAGE.parent / room.replace(".", "/")
+    path = where / "__init__.py" if where.is_dir() else where.with_suffix(".py")
+    return path, ast.get_docstring(ast.parse(path.read_text())) or ""
 
 
 @pytest.mark.parametrize("room", ROOMS)
+def test_room_says_what_it_may_import_as_the_test_holds_it(room: str) -> None:
+    path, doc = room_doc(room)
+    if room in PACKAGE_ROOMS:
+        lines = doc.splitlines()
+        assert len(lines) == 2 and lines[1].startswith("May import:"), f"{path}: two lines, the second 'May import:'"
+    assert said_may_import(doc) == set(MAY_IMPORT[room]), f"{path}: its 'May import:' line differs from MAY_IMPORT"
+
+
+@pytest.mark.parametrize("room", list(MAY_IMPORT))
 def test_room_imports_only_the_rooms_below_it(room: str) -> None:
     problems = wrong_way({m: t for m, t in GRAPH.items() if room_of(m) == room})
     assert not problems, "\n".join(problems)
+
+
+def test_every_package_is_a_room() -> None:
+    """A new sub-package gets its own entry (and arrows); it does not fall silently into its parent's room."""
+    packages = {module_name(init) for init in PACKAGE.rglob("__init__.py")}
+    assert packages <= set(MAY_IMPORT), f"packages that are no room: {sorted(packages - set(MAY_IMPORT))}"
 
 
 def test_no_module_outside_a_room() -> None:
@@ -178,6 +201,16 @@ def test_the_checks_catch_a_wrong_way_import_and_a_circle() -> None:
         "upgrader.stray: in no room (add it to a room, or a room to MAY_IMPORT and the docs)",
     ]
     assert circles(graph) == [["upgrader.sim.apiserver.store", "upgrader.sim.controllers.jobs"]]
+    assert wrong_way({"upgrader": {"upgrader.sim.cluster"}}) == [
+        "upgrader -> upgrader.sim.cluster (upgrader may not import upgrader.sim)"
+    ]
+
+
+def test_a_may_import_line_is_read_as_rooms() -> None:
+    assert said_may_import("x\nMay import: upgrader (its __version__), core, sim.apiserver; not the rest.") == {
+        "upgrader", "upgrader.core", "upgrader.sim.apiserver"}
+    assert said_may_import("x\nMay import: nothing of upgrader; plain libraries.") == set()
+    assert said_may_import("x\nImports: core.") is None
 
 
 def test_imports_under_type_checking_and_inside_functions_count() -> None:

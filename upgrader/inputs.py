@@ -2,7 +2,9 @@
 
 Every input error is one of these exceptions, whose message is the one line a user sees; the CLI
 prints it and exits 2. Shared by the kube adapter (kubeconfig), the controller (policy) and the
-commands (flags, profiles, ledgers, cluster dumps); imports nothing of upgrader but the core.
+commands (flags, profiles, ledgers, cluster dumps).
+
+May import: core.
 """
 
 from __future__ import annotations

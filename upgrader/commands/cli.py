@@ -7,8 +7,6 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from upgrader.inputs import UsageError
-
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 
@@ -206,7 +204,7 @@ def _cluster_flags(parser: argparse.ArgumentParser, namespace_help: str) -> None
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from upgrader.inputs import ConfigError
+    from upgrader.inputs import ConfigError, UsageError  # here: PyYAML loads only for a command that runs
 
     try:
         if args.command == "sim" and args.sim_command == "serve":

@@ -1,4 +1,4 @@
-"""The cluster resuming from a restored backup, as kubelets and controllers resync (see backup.py).
+"""The cluster resuming from a restored backup, as kubelets and controllers resync (see apiserver/backup.py).
 
 The emulator has no world apart from its store, so the world goes back with it: kubelets and
 controllers carry on from the restored objects. Timers still pending act only on objects still in

@@ -1,2 +1,2 @@
 """Fleets and scenarios to run against: node, driver and workload builders, named scenarios, large and spread fleets.
-May import: upgrader.core, sim.apiserver, sim.controllers, the assembled cluster (upgrader.sim.*) and itself."""
+May import: core, sim, sim.apiserver, sim.controllers."""
