@@ -98,7 +98,7 @@ class WindowRollout:
     def run(self) -> int:
         # A pass one second before and one at each boundary: idle passes are skipped up to these.
         for t in (CLOSE_1 - 1, CLOSE_1, OPEN_2 - 1, OPEN_2):
-            self.cluster.store.scheduler.after(t - self.now(), "window test: a pass here", lambda: None)
+            self.cluster.store.timers.after(t - self.now(), "window test: a pass here", lambda: None)
         return run_until_done(
             self.cluster, self.controller, NODES, 1.0, CLOSE_2 - OPEN_1, on_pass=self.on_pass, skip_idle=True
         )

@@ -73,10 +73,10 @@ def publish_after_failure(cluster: EmulatedCluster, node: str, tag: str, checks:
     def check(left: int) -> None:
         labels = ((cluster.get("nodes", node) or {}).get("metadata") or {}).get("labels") or {}
         if labels.get(STATE_LABEL) == State.FAILED.value or left == 0:
-            cluster.store.scheduler.after(3.0, "publish the image",
+            cluster.store.timers.after(3.0, "publish the image",
                                           lambda: cluster.settings.registry[DRIVER_REPO].add(tag))
         else:
-            cluster.store.scheduler.after(0.5, "wait for the failure", lambda: check(left - 1))
+            cluster.store.timers.after(0.5, "wait for the failure", lambda: check(left - 1))
 
     check(checks)
 

@@ -138,7 +138,7 @@ def test_the_condition_is_written_only_when_the_message_changes(cluster: Emulate
     cluster.advance(60)  # thirty retries, nothing changed
     pod = replacement(cluster, "app")
     assert pod["metadata"]["resourceVersion"] == written
-    retries = [t for t in cluster.store.scheduler.pending() if t.name == "retry pending pods"]
+    retries = [t for t in cluster.store.timers.pending() if t.name == "retry pending pods"]
     assert len(retries) == 1
     cluster.store.mutate(cluster.type("nodes"), None, "n1", lambda n: n["spec"].update(taints=[{**TAINT, "key": "x"}]))
     cluster.advance(2)
@@ -153,14 +153,14 @@ def test_many_evictions_at_once_share_one_pass_and_one_retry(cluster: EmulatedCl
         add_pod(cluster, f"app-{i}", "n1")
     for i in range(4):
         delete(cluster, f"app-{i}")
-    timers = [t.name for t in cluster.store.scheduler.pending()]
+    timers = [t.name for t in cluster.store.timers.pending()]
     assert timers.count("schedule pending pods") == 1
     cluster.advance(0)
-    assert [t.name for t in cluster.store.scheduler.pending()].count("retry pending pods") == 1
+    assert [t.name for t in cluster.store.timers.pending()].count("retry pending pods") == 1
     cluster.advance(1)
     cluster.store.mutate(cluster.type("nodes"), None, "n1", lambda n: n["metadata"]["labels"].update(team="x"))
     cluster.advance(0)  # a pass of its own: the retry already armed stays the only one
-    assert [t.name for t in cluster.store.scheduler.pending()].count("retry pending pods") == 1
+    assert [t.name for t in cluster.store.timers.pending()].count("retry pending pods") == 1
 
 
 # ----- what lets a waiting pod in ---------------------------------------------------------------
@@ -210,7 +210,7 @@ def test_a_change_that_admits_nothing_more_leaves_the_pod_to_the_retry(cluster: 
     evict(cluster, "app")
     cluster.advance(1)
     edit(cluster, "nodes", "n1", lambda n: n["spec"].update(podCIDR="10.0.0.0/24"))
-    assert "schedule pending pods" not in [t.name for t in cluster.store.scheduler.pending()]
+    assert "schedule pending pods" not in [t.name for t in cluster.store.timers.pending()]
 
 
 def test_adding_a_toleration_to_the_waiting_pod_lets_it_land(cluster: EmulatedCluster) -> None:

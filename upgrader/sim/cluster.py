@@ -133,7 +133,7 @@ class EmulatedCluster:
         serving.start()
         self._threads.append(serving)
         if not getattr(self.store.clock, "virtual", False):
-            self.store.scheduler.on_schedule = self._wake.set
+            self.store.timers.on_schedule = self._wake.set
             ticking = threading.Thread(target=self._tick, name="sim-timers", daemon=True)
             ticking.start()
             self._threads.append(ticking)
@@ -144,7 +144,7 @@ class EmulatedCluster:
         assert self.server is not None
         while not self.server.stopping.is_set():
             with self.store.lock:
-                due = self.store.scheduler.next_due()
+                due = self.store.timers.next_due()
             wait = 0.5 if due is None else max(0.0, min(0.5, due - self.store.clock.now()))
             self._wake.wait(wait)
             self._wake.clear()

@@ -40,13 +40,13 @@ def resume(cluster: ClusterParts) -> None:
                 started = parse_rfc3339(status["startTime"]) if status.get("startTime") else now
                 ns, name, uid = m["namespace"], m["name"], m["uid"]
                 finish = lambda ns=ns, name=name, uid=uid: cluster.jobs.finish(ns, name, uid)  # noqa: E731
-                store.scheduler.after(started + seconds - now, f"job pod {ns}/{name} finishes", finish)
+                store.timers.after(started + seconds - now, f"job pod {ns}/{name} finishes", finish)
         elif replaced_owner(pod) is not None and not is_ready(pod):
             cluster.workloads.ready_later(pod)
     settle(cluster, jobs.values())
     for node in store.objects(store.type("", "v1", "nodes")):
         cluster.daemonsets.refresh_validators(node["metadata"]["name"])
-    store.scheduler.after(0, "schedule pending pods", cluster.workloads.schedule_pending)
+    store.timers.after(0, "schedule pending pods", cluster.workloads.schedule_pending)
 
 
 def _sync_crds(cluster: ClusterParts) -> None:

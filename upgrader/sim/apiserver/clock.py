@@ -30,7 +30,7 @@ class RealClock:
 
 
 class VirtualClock:
-    """Time that only moves when told to; the store's scheduler drives it forward."""
+    """Time that only moves when told to; the store's timers drive it forward."""
 
     virtual = True
 

@@ -23,7 +23,7 @@ from upgrader.sim.apiserver.listing import Key, ListQuery, ListResult, equality_
 from upgrader.sim.apiserver.patch import apply_patch
 from upgrader.sim.apiserver.podutil import PodIndex
 from upgrader.sim.apiserver.registry import Registry, ResourceType
-from upgrader.sim.apiserver.timers import Scheduler
+from upgrader.sim.apiserver.timers import Timers
 from upgrader.sim.apiserver.validation import check_labels
 from upgrader.sim.apiserver.watch import Change, ChangeFeed, Watcher, parse_resource_version
 from upgrader.sim.apiserver.wire import fill_wire_defaults
@@ -47,7 +47,7 @@ class Store:
         self.registry = Registry.default()
         self.lock = threading.RLock()
         self.rng = random.Random(seed)
-        self.scheduler = Scheduler(self.clock)
+        self.timers = Timers(self.clock)
         self.reactors: list[Reactor] = []
         self._data: dict[tuple[str, str], dict[Key, Obj]] = {}
         self._sorted: dict[tuple[str, str], list[Key]] = {}
@@ -267,7 +267,7 @@ class Store:
                 self.remove(rtype, gone)
                 deletion.collect_dependents(self, uid)
 
-        self.scheduler.after(delay, f"terminate pod {ns}/{name}", finish)
+        self.timers.after(delay, f"terminate pod {ns}/{name}", finish)
 
     def remove(self, rtype: ResourceType, obj: Obj) -> None:
         """Take an object out of the store now (a DELETED event carries its last state)."""
@@ -386,7 +386,7 @@ class Store:
     def run_due(self) -> int:
         """Run every timer that is due at the clock's current time; returns how many ran."""
         with self.lock:
-            return self.scheduler.run_due()
+            return self.timers.run_due()
 
     def advance(self, seconds: float) -> None:
         """Move a virtual clock forward, firing timers at their own due times on the way."""
@@ -394,5 +394,5 @@ class Store:
         if set_time is None:
             raise TypeError("advance() needs a virtual clock")
         with self.lock:
-            self.scheduler.advance(seconds, set_time)
+            self.timers.advance(seconds, set_time)
 

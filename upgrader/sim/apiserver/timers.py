@@ -26,7 +26,7 @@ class Timer:
         self.cancelled = True
 
 
-class Scheduler:
+class Timers:
     """A heap of timers; not thread-safe by itself (the store's lock guards it)."""
 
     def __init__(self, clock: Clock) -> None:

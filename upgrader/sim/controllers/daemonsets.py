@@ -186,7 +186,7 @@ class DaemonSetController:
             ]:
                 self.create_pod(current, name)
 
-        self.store.scheduler.after(
+        self.store.timers.after(
             self.settings.delay("pod_recreate", name, self.settings.pod_recreate_delay) if delay is None else delay,
             f"daemonset {ns}/{ds_name} pod for {name}",
             create,
@@ -255,10 +255,10 @@ class DaemonSetController:
                 self.store.mutate(self.pods, ns, name, lambda p: mark_image_pull_error(p, missing, now))
                 backoff = min(300.0, self.settings.image_pull_backoff * 2 ** min(attempt, 16))
                 retry = lambda: self._retry(ns, name, uid, attempt)  # noqa: E731
-                self.store.scheduler.after(backoff, f"retry pull {missing}", retry)
+                self.store.timers.after(backoff, f"retry pull {missing}", retry)
 
             pull_delay = self.settings.delay("image_pull", node_of(pod), self.settings.image_pull_delay)
-            self.store.scheduler.after(pull_delay, f"pull {missing}", pull_failed)
+            self.store.timers.after(pull_delay, f"pull {missing}", pull_failed)
             return
 
         def running() -> None:
@@ -272,7 +272,7 @@ class DaemonSetController:
                     self._became_running(p)
 
         ready_delay = self.settings.delay("pod_ready", node_of(pod), self.settings.pod_ready_delay)
-        self.store.scheduler.after(ready_delay, f"start {ns}/{name}", running)
+        self.store.timers.after(ready_delay, f"start {ns}/{name}", running)
 
     def _retry(self, ns: str, name: str, uid: str, attempt: int) -> None:
         pod = self.store.find(self.pods, ns, name)

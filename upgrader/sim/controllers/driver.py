@@ -102,7 +102,7 @@ class DriverLifecycle:
                 labels.update(dict(zip(DRIVER_VERSION_LABELS, parts, strict=True)))
 
         self.store.mutate(self.nodes, None, node_name, reload)
-        self.store.scheduler.after(
+        self.store.timers.after(
             self.settings.delay("validator_ready", node_name, self.settings.validator_ready_delay),
             f"validate {node_name}",
             lambda: self.refresh_validators(node_name),

@@ -40,7 +40,7 @@ class JobController:
                 ns = change.new["metadata"]["namespace"]
                 node = (change.new.get("spec") or {}).get("nodeName") or ""
                 delay = self.settings.delay("job_replace", node, self.settings.job_replace_delay)
-                self.store.scheduler.after(delay, "job replaces pod", lambda: self._resync(ns, uid))
+                self.store.timers.after(delay, "job replaces pod", lambda: self._resync(ns, uid))
 
     def _job_uid(self, pod: Obj) -> str | None:
         for ref in pod["metadata"].get("ownerReferences") or []:
@@ -131,7 +131,7 @@ class JobController:
         if seconds is not None:
             seconds = self.settings.delay("job_run", node, seconds)
             ns, name, uid = m["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
-            self.store.scheduler.after(
+            self.store.timers.after(
                 seconds, f"job pod {ns}/{name} finishes", lambda: self.finish(ns, name, uid)
             )
         return pod

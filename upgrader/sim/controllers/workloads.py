@@ -107,7 +107,7 @@ class WorkloadController:
     def _kick(self) -> None:
         """Try pending pods soon: one timer, however many changes ask before it fires."""
         if self._soon is None and (self._waiting or self._stale):
-            self._soon = self.store.scheduler.after(0, "schedule pending pods", self._run)
+            self._soon = self.store.timers.after(0, "schedule pending pods", self._run)
 
     def _replace(self, gone: Obj, owner: Obj) -> None:
         meta = gone["metadata"]
@@ -200,7 +200,7 @@ class WorkloadController:
                 still_waiting = True
                 self._explain(pod, placement.message)
         if still_waiting and (self._retry is None or self._retry.cancelled or self._retry.due < self.store.clock.now()):
-            self._retry = self.store.scheduler.after(
+            self._retry = self.store.timers.after(
                 self.settings.workload_ready_delay, "retry pending pods", self._run_retry
             )
 
@@ -280,7 +280,7 @@ class WorkloadController:
                 self.store.mutate(self.pods, ns, name, lambda p: set_ready(p, True, stamp))
 
         delay = self.settings.delay("workload_ready", node_name, self.settings.workload_ready_delay)
-        self.store.scheduler.after(delay, f"pod {ns}/{name} ready", ready)
+        self.store.timers.after(delay, f"pod {ns}/{name} ready", ready)
 
 
 def _may_admit_more(old: Obj | None, new: Obj) -> bool:

@@ -144,7 +144,7 @@ def run_until_done(
         step = pass_seconds
         soaking = str(status.get("message", "")).startswith("soaking")
         idle = skip_idle and not report.outcomes and report.error is None and not soaking
-        due = cluster.store.scheduler.next_due() if idle else None
+        due = cluster.store.timers.next_due() if idle else None
         if due is not None:
             step *= max(1, math.ceil((due - cluster.store.clock.now()) / pass_seconds - 1e-9))
         cluster.advance(step)
