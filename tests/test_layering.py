@@ -10,21 +10,13 @@ from pathlib import Path
 
 import pytest
 
-CORE = Path(__file__).resolve().parent.parent / "upgrader" / "core"
+from tests.import_walk import PACKAGE, imported, module_name
+
+CORE = PACKAGE / "core"
 FORBIDDEN_MODULES = ("kubernetes", "tenacity", "prometheus_client", "urllib3", "requests",
                      "upgrader.kube", "upgrader.sim", "upgrader.controller", "upgrader.commands",
                      "upgrader.inputs", "time", "threading", "subprocess", "socket")
 FORBIDDEN_CALLS = ("datetime.now", "datetime.utcnow", "date.today", "time.time", "time.monotonic")
-
-
-def _imports(tree: ast.AST) -> list[str]:
-    names: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.append(node.module)
-    return names
 
 
 def _calls(tree: ast.AST) -> list[str]:
@@ -48,7 +40,8 @@ def test_core_has_modules() -> None:
 @pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: p.name)
 def test_core_module_is_pure(path: Path) -> None:
     tree = ast.parse(path.read_text(), filename=str(path))
-    bad = [m for m in _imports(tree) for f in FORBIDDEN_MODULES if m == f or m.startswith(f + ".")]
+    names = imported(tree, module_name(path), path.name == "__init__.py")
+    bad = sorted(m for m in names for f in FORBIDDEN_MODULES if m == f or m.startswith(f + "."))
     assert not bad, f"{path.name} imports {bad}: core must stay pure"
     clock_reads = [c for c in _calls(tree) if c in FORBIDDEN_CALLS]
     assert not clock_reads, f"{path.name} reads the clock ({clock_reads}); take `now` as an argument"
@@ -56,5 +49,6 @@ def test_core_module_is_pure(path: Path) -> None:
 
 def test_the_check_catches_a_forbidden_import(tmp_path: Path) -> None:
     tree = ast.parse("import kubernetes.client\nfrom tenacity import retry\nx = datetime.now()\n")
-    assert "kubernetes.client" in _imports(tree) and "tenacity" in _imports(tree)
+    names = imported(tree, "upgrader.core.example", is_package=False)
+    assert "kubernetes.client" in names and "tenacity" in names
     assert "datetime.now" in _calls(tree)

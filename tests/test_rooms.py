@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "upgrader"
+from tests.import_walk import PACKAGE, imported, module_name
+
 SIM_ROOMS = ("upgrader.sim.apiserver", "upgrader.sim.controllers", "upgrader.sim", "upgrader.sim.fleets")
 
 # room -> the rooms it may import (besides itself). The top package holds only __version__.
@@ -36,11 +37,6 @@ ROOMS = [room for room in MAY_IMPORT if room != "upgrader"]
 PACKAGE_ROOMS = [room for room in ROOMS if (PACKAGE.parent / room.replace(".", "/")).is_dir()]  # inputs is one module
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
 def room_of(module: str) -> str | None:
     """The longest room that holds `module` (upgrader.sim.fleets.spread is in upgrader.sim.fleets)."""
     rooms = [r for r in MAY_IMPORT if module == r or module.startswith(r + ".")]
@@ -49,35 +45,12 @@ def room_of(module: str) -> str | None:
     return max(rooms, key=len) if rooms else None
 
 
-def imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
-    """The upgrader modules `tree` imports; `from pkg import mod` names the module when it is one."""
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names if a.name.split(".")[0] == "upgrader")
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = module.split(".")[: len(module.split(".")) - node.level + (1 if is_package else 0)]
-                base = ".".join([*anchor, base] if base else anchor)
-            if base.split(".")[0] != "upgrader":
-                continue
-            for alias in node.names:
-                candidate = f"{base}.{alias.name}"
-                out.add(candidate if _is_module(candidate) else base)
-    return out
-
-
-def _is_module(name: str) -> bool:
-    where = PACKAGE.parent / name.replace(".", "/")
-    return where.with_suffix(".py").is_file() or (where / "__init__.py").is_file()
-
-
 def import_graph() -> dict[str, set[str]]:
     graph = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         name = module_name(path)
-        graph[name] = imported(ast.parse(path.read_text(), filename=str(path)), name, path.name == "__init__.py")
+        names = imported(ast.parse(path.read_text(), filename=str(path)), name, path.name == "__init__.py")
+        graph[name] = {n for n in names if n.split(".")[0] == "upgrader"}
     return graph
 
 
@@ -220,4 +193,4 @@ def test_imports_under_type_checking_and_inside_functions_count() -> None:
         "def f():\n    from upgrader.sim.apiserver import errors\n"
     )
     found = imported(ast.parse(source), "upgrader.sim.loading", is_package=False)
-    assert found == {"upgrader.sim.cluster", "upgrader.sim.apiserver.errors"}
+    assert found == {"typing", "upgrader.sim.cluster", "upgrader.sim.apiserver.errors"}
