@@ -27,9 +27,10 @@ from upgrader.core.states import (
     State,
 )
 from upgrader.core.timefmt import parse_or_none
+from upgrader.sim.proving.recording import domain_order
 
 from .world import PassResult, World
-from .world_objects import NO_DOMAIN, WNode
+from .world_objects import WNode
 
 S = State
 # The state machine as docs/policy.md draws it ("One node's way"), plus detection's moves.
@@ -89,16 +90,7 @@ def edges(policy: Policy) -> set[tuple[State | None, State]]:
 
 def domain_sequence(nodes: Iterable[WNode], policy: Policy) -> list[str]:
     """Domains in rollout order: the canary, then `order`, the rest sorted, unlabelled nodes last."""
-    present = {n.zone for n in nodes}
-    fd = policy.failure_domains
-    sequence = [d for d in fd.order if d in present]
-    sequence += sorted(d for d in present if d not in sequence and d != NO_DOMAIN)
-    if NO_DOMAIN in present:
-        sequence.append(NO_DOMAIN)
-    if fd.canary in sequence:
-        sequence.remove(fd.canary)
-        sequence.insert(0, fd.canary)
-    return sequence
+    return domain_order({n.zone for n in nodes}, policy)
 
 
 def max_unavailable(policy: Policy, total: int) -> int:

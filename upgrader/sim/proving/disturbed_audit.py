@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from upgrader.core.policy import OnNodeFailure, Policy
 from upgrader.core.states import IN_PROGRESS, WAS_UNSCHEDULABLE, State
-from upgrader.sim.proving.recording import NO_DOMAIN, RESTORE, HistoryRecorder, Mark, NodeRecord
+from upgrader.sim.proving.recording import NO_DOMAIN, RESTORE, HistoryRecorder, Mark, NodeRecord, domain_order
 
 
 class DisturbedAudit(NamedTuple):
@@ -244,18 +244,8 @@ def _unavailable(r: NodeRecord) -> bool:
 
 
 def _sequence(world: _Fleet) -> list[str]:
-    """Domains present, in the order of the policy in effect: `order` first, the rest sorted, nodes
-    without the label last, the canary (default: the first in `order`) leading."""
-    present = {f.rec.zone or NO_DOMAIN for f in world.nodes.values() if _readable(f.rec)}
-    fd = world.policy.failure_domains
-    sequence = [d for d in fd.order if d in present]
-    sequence += sorted(d for d in present if d not in sequence and d != NO_DOMAIN)
-    if NO_DOMAIN in present:
-        sequence.append(NO_DOMAIN)
-    if fd.canary in sequence:
-        sequence.remove(fd.canary)
-        sequence.insert(0, fd.canary)
-    return sequence
+    """Domains present, in the order of the policy in effect (see `domain_order`)."""
+    return domain_order({f.rec.zone or NO_DOMAIN for f in world.nodes.values() if _readable(f.rec)}, world.policy)
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,21 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 NO_DOMAIN = "<none>"
 RESTORE = "restore"  # `by` of the records a restored API server brings back
 
+
+
+def domain_order(present: Collection[str], policy: Policy) -> list[str]:
+    """Domains present, in the order of `policy`: `order` first, the rest sorted, nodes without the
+    label (NO_DOMAIN) last, the canary (default: the first in `order`) leading. The judges' own
+    reading of docs/policy.md, apart from the scheduler they judge (core/schedule.py)."""
+    fd = policy.failure_domains
+    sequence = [d for d in fd.order if d in present]
+    sequence += sorted(d for d in present if d not in sequence and d != NO_DOMAIN)
+    if NO_DOMAIN in present:
+        sequence.append(NO_DOMAIN)
+    if fd.canary in sequence:
+        sequence.remove(fd.canary)
+        sequence.insert(0, fd.canary)
+    return sequence
 
 @dataclass(frozen=True)
 class NodeRecord:
