@@ -33,6 +33,7 @@ from upgrader.core.states import (
     FAILED_REASON,
     FAILED_STATE,
     GPU_BEFORE,
+    HELD,
     OPERATOR_INITIAL_UNSCHEDULABLE,
     PER_UPGRADE,
     REQUESTED_ANNOTATION,
@@ -85,6 +86,7 @@ def _start_annotations(now: float, was: str, before: str | None, target: str | N
         BLOCKED_KIND: None,
         BLOCKED_REASON: None,
         BLOCKED_SINCE: None,
+        **dict.fromkeys(HELD),  # the preflight's hold record (core/preflight.py) goes with the start
     }
 
 

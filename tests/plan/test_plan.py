@@ -360,3 +360,41 @@ def test_a_node_selected_by_two_driver_daemonsets_is_a_blocking_finding(
             f"selected by 2 driver DaemonSets ({', '.join(sorted([copied[0], 'nvidia-driver-twin']))}): their "
             "driver pods would replace each other; make their node selectors exclusive")
     assert not findings(result, "invalid-node-data")
+
+
+def _already_current(cluster: EmulatedCluster) -> None:
+    """gpu-a-01's driver pod runs its DaemonSet's newest revision (550.90.07): it is up to date."""
+    pods = cluster.type("pods")
+    pod = next(
+        p for p in cluster.store.objects(pods)
+        if p["spec"].get("nodeName") == "gpu-a-01" and p["metadata"]["labels"].get("app") == "nvidia-driver-daemonset"
+    )
+    owner = pod["metadata"]["ownerReferences"][0]["uid"]
+    revisions = [
+        r for r in cluster.store.objects(cluster.type("controllerrevisions", "apps"))
+        if r["metadata"]["ownerReferences"][0]["uid"] == owner
+    ]
+    newest = max(revisions, key=lambda r: r["revision"])["metadata"]["labels"]["controller-revision-hash"]
+    cluster.store.patch(pods, pod["metadata"]["namespace"], pod["metadata"]["name"], "application/merge-patch+json",
+                        {"metadata": {"labels": {"controller-revision-hash": newest}}})
+    driver = {"nvidia.com/cuda.driver.major": "550", "nvidia.com/cuda.driver.minor": "90",
+              "nvidia.com/cuda.driver.rev": "07"}
+    cluster.store.patch(cluster.type("nodes"), None, "gpu-a-01", "application/merge-patch+json",
+                        {"metadata": {"labels": driver}})
+
+
+def test_target_driver_judges_nodes_already_on_the_current_revision(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The rollback runbook's image check: `--target-driver` the previous driver, and every node whose
+    driver would change is judged, the ones up to date on the DaemonSet's revision included."""
+    ledger = tmp_path / "images.txt"
+    ledger.write_text("535-5.15.0-113-generic-ubuntu22.04\n")  # the rollback image for kernel 105 is missing
+    code, result = plan(tmp_path, capsys, craft=_already_current,
+                        extra=["--target-driver", "535.161.08", "--ledger", str(ledger)])
+    a01 = node(result, "gpu-a-01")
+    assert a01["action"] == "up-to-date"
+    assert a01["target_image"] == "535-5.15.0-105-generic-ubuntu22.04"
+    assert a01["image_in_ledger"] is False
+    assert [f["kind"] for f in a01["findings"]] == ["missing-driver-image"]
+    assert code == 1

@@ -61,6 +61,18 @@ PLAN_INPUTS: list[Case] = [
          (F, "drain.enabled", "unknown key"), "drain: {enabled: true}\n", "policy.yaml"),
     Case("live-plan-bad-ledger", "plan-inputs", ("plan", "--dry-run", "--kubeconfig", K, "--ledger", F),
          (f"--ledger {F}", "spaces"), "a b\n"),
+    # run judges starts by the same inputs (its preflight): refused before the cluster is asked anything
+    Case("run-ledger-missing", "plan-inputs", ("run", "--kubeconfig", K, "--ledger", F),
+         (f"--ledger {F}", "No such file")),
+    Case("run-once-ledger-spaces", "plan-inputs", ("run", "--once", "--kubeconfig", K, "--ledger", F),
+         (f"--ledger {F}", "line 1", "spaces"), "a b\n"),
+    Case("run-profiles-unknown-key", "plan-inputs", ("run", "--kubeconfig", K, "--profiles", F),
+         (F, "profiles.0.colour", "unknown key"), PROFILE + "    colour: green\n"),
+    Case("run-floor-below-documented", "plan-inputs", ("run", "--kubeconfig", K, "--floor", "12=400"),
+         ("--floor", "12=400")),
+    Case("run-policy-preflight-two-sources", "plan-inputs", ("run", "--kubeconfig", K, "--policy", F),
+         (F, "preflight.imageLedger", "exactly one of file and configMap"),
+         "preflight: {imageLedger: {file: a.txt, configMap: gpu-operator/ledger}}\n", "policy.yaml"),
 ]
 
 # ----- command-line arguments, environment, kubeconfig ----------------------------------------------

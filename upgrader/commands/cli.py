@@ -115,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="act without taking the Lease: only when no other replica runs (`status` then reports no controller)",
     )
     run.add_argument("--metrics-port", type=_port, help="serve /metrics, /healthz, /readyz (env UPGRADER_METRICS_PORT)")
+    _preflight_flags(run, "; a node whose image, profile or CUDA check fails is held at upgrade-required "
+                     "(instead of the policy's preflight key)")
 
     demo = commands.add_parser("demo", help="emulated cluster + controller in one process, live progress")
     demo.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS), help=scenario_help)
@@ -135,17 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
         "at most 512 MiB (env UPGRADER_FROM_FILE_MAX_MIB)",
     )
     plan.add_argument("--policy", help="upgrade policy YAML, at most 1 MiB")
-    plan.add_argument(
-        "--ledger",
-        help="driver image tags known to exist, one tag or image reference a line, # comments "
-        "(example: policies/images.example.txt), at most 16 MiB",
-    )
-    plan.add_argument("--profiles", help="compatibility profiles YAML (example: policies/profiles.example.yaml)")
+    _preflight_flags(plan, "")
     plan.add_argument("--target-driver", help="driver version to plan for (default: each DaemonSet's)")
-    plan.add_argument(
-        "--floor", action="append", default=[], type=compat.floor_item, metavar="KEY=VERSION",
-        help="for cuda-incompatible findings, as in `upgrader compat`: " + compat.FLOOR_HELP,
-    )
     plan.add_argument(
         "--wave-duration", type=_wave_duration, metavar="DURATION",
         help="how long one wave takes, like a window's duration (45m, 1h30m): with maintenanceWindows in the "
@@ -183,6 +176,23 @@ FIND_NAMESPACE_HELP = (
     "the controller's namespace (env UPGRADER_NAMESPACE); when neither is given, the one of "
     "upgrader-system and gpu-operator that holds its status ConfigMap or Lease"
 )
+
+
+def _preflight_flags(parser: argparse.ArgumentParser, held: str) -> None:
+    """The preflight's inputs, the same for `plan` (which reports) and `run` (which holds nodes)."""
+    from upgrader.commands import compat
+    parser.add_argument(
+        "--ledger",
+        help="driver image tags known to exist, one tag or image reference a line, # comments "
+        f"(example: policies/images.example.txt), at most 16 MiB{held}",
+    )
+    parser.add_argument(
+        "--profiles", help=f"compatibility profiles YAML (example: policies/profiles.example.yaml){held}"
+    )
+    parser.add_argument(
+        "--floor", action="append", default=[], type=compat.floor_item, metavar="KEY=VERSION",
+        help="for cuda-incompatible findings, as in `upgrader compat`: " + compat.FLOOR_HELP,
+    )
 
 
 def _cluster_flags(parser: argparse.ArgumentParser, namespace_help: str) -> None:

@@ -1,7 +1,8 @@
 """`upgrader demo`: the emulator and the controller in one process, with live progress.
 
-Exit 0 when every node is upgrade-done; 1 when the rollout halts (and stays halted for
-`halt_grace` seconds, so a momentary PDB refusal does not end it) or the time runs out; 130 on
+Exit 0 when every node is upgrade-done; 1 when the rollout halts, or waits on a person with no node
+in progress (a node held by the preflight), and stays so for `halt_grace` seconds (a momentary PDB
+refusal does not end it), or the time runs out; 130 on
 Ctrl-C, after stopping the controller and the emulator and saying so in one line.
 """
 
@@ -20,8 +21,8 @@ from upgrader.controller.runner import build_controller, check_policy_against_cl
 from upgrader.controller.settings import Settings
 from upgrader.core.policy import Policy, policy_from_mapping
 from upgrader.sim.cluster import EmulatedCluster
-from upgrader.sim.fleets.builders import NEW_DRIVER, OLD_DRIVER
-from upgrader.sim.fleets.scenarios import ScenarioInfo, build
+from upgrader.sim.fleets.builders import NEW_DRIVER, OLD_DRIVER, OPERATOR_NS
+from upgrader.sim.fleets.scenarios import LEDGER_CONFIGMAP, ScenarioInfo, build
 
 # Short timeouts so every scenario reaches its end within a minute.
 DEMO_POLICY: dict[str, Any] = {
@@ -32,6 +33,9 @@ DEMO_POLICY: dict[str, Any] = {
     "gpuPodDeletion": {"timeoutSeconds": 20},
     "podRestart": {"timeoutSeconds": 15},
     "validation": {"timeoutSeconds": 15},
+    # The ledger each scenario keeps of its registry (sim/fleets/scenarios.py): a node whose image
+    # is not in it is held at upgrade-required, its workloads left running (missing-image).
+    "preflight": {"imageLedger": {"configMap": f"{OPERATOR_NS}/{LEDGER_CONFIGMAP}"}},
 }
 
 
@@ -150,16 +154,18 @@ def _watch(latest: _Latest, out: TextIO, started: float, timeout: float, halt_gr
         if line != last_line:
             print(progress_line(status, elapsed), file=out, flush=True)
             last_line = line
-        for entry in (status.get("blocked") or []) + (status.get("failed") or []):
-            reason = f"{entry['node']}: {entry['reason']}"
-            if reason not in reasons_seen:
-                reasons_seen.add(reason)
-                kind = "blocked" if entry in (status.get("blocked") or []) else "failed"
-                print(f"           {kind} {reason}", file=out, flush=True)
+        for kind in ("blocked", "held", "failed"):
+            for entry in status.get(kind) or []:
+                reason = f"{entry['node']}: {entry['reason']}"
+                if reason not in reasons_seen:
+                    reasons_seen.add(reason)
+                    print(f"           {kind} {reason}", file=out, flush=True)
         total = status.get("nodes_total", 0)
         if status.get("phase") == "Done":
             return 0 if status["nodes_by_state"].get("upgrade-done") == total else 1
-        if status.get("phase") == "Halted":
+        # Halted, or waiting on what only a person ends with nothing left in progress (a held node).
+        waits_on_person = bool((status.get("waiting_on") or {}).get("runbook")) and not status.get("in_progress")
+        if status.get("phase") == "Halted" or waits_on_person:
             halted_since = halted_since or time.monotonic()
             if time.monotonic() - halted_since >= halt_grace:
                 return 1

@@ -17,6 +17,7 @@ from upgrader.inputs import LEDGER_MAX_BYTES, MIB, PROFILES_MAX_BYTES, ConfigErr
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
+    from upgrader.controller.preflight_source import PreflightFiles
     from upgrader.core.policy import Policy
     from upgrader.kube.api import KubeApi
 
@@ -34,16 +35,18 @@ def _api(args: argparse.Namespace) -> KubeApi:
 
 
 def run(args: argparse.Namespace) -> int:
+    from upgrader.controller.preflight_source import PreflightFlags, read_files
     from upgrader.controller.runner import build_controller, run_until_signalled
     from upgrader.kube.client import api_client
 
     policy = load_policy(args.policy)
     settings = load_settings(namespace=getattr(args, "namespace", None))
+    flags = read_files(policy, PreflightFlags(args.ledger, args.profiles, tuple(args.floor)))  # exit 2 before any read
     client = api_client(args.kubeconfig, args.context)
     if args.once:
-        return _run_once(client, policy, settings, not args.no_leader_election, args.policy)
+        return _run_once(client, policy, settings, not args.no_leader_election, args.policy, flags)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    controller = build_controller(client, policy, settings, leader_election=not args.no_leader_election)
+    controller = build_controller(client, policy, settings, not args.no_leader_election, flags)
     port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
     server = None
     if port:
@@ -61,7 +64,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_once(
-    client: ApiClient, policy: Policy, settings: Settings, leader_election: bool, policy_path: str | None = None
+    client: ApiClient,
+    policy: Policy,
+    settings: Settings,
+    leader_election: bool,
+    policy_path: str | None = None,
+    flags: PreflightFiles | None = None,
 ) -> int:
     """One pass: exit 0 when it ran and every write went through, printing the status; else exit 1
     with one line on stderr saying why it could not act (no status of a pass that did not run)."""
@@ -79,7 +87,7 @@ def _run_once(
             _could_not_act(f"cannot reach the API server {client.configuration.host}: {api_cause(exc.message)}")
             return EXIT_FAILED
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    controller = build_controller(client, policy, settings, leader_election=leader_election)
+    controller = build_controller(client, policy, settings, leader_election, flags)
     try:
         check_policy_against_cluster(controller, policy_path)  # a policy that does not fit: exit 2, nothing written
     except ApiError as exc:  # read as the pass would: it failed the same way

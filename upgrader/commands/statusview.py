@@ -96,6 +96,12 @@ def render_table(status: dict[str, Any], controller: ControllerSeen | None = Non
         lines.append("BLOCKED")
         for b in blocked:
             lines.append(f"  {b['node']:<16} {b['state']:<24} since {b['since']}  {b['reason']}  ({b['runbook']})")
+    held = status.get("held") or []
+    if held:
+        lines.append("")
+        lines.append("HELD AT upgrade-required (preflight)")
+        for h in held:
+            lines.append(f"  {h['node']:<16} {h['kind']:<24} since {h['since']}  {h['reason']}  ({h['runbook']})")
     failed = status.get("failed") or []
     if failed:
         lines.append("")
@@ -161,6 +167,7 @@ def _sections(status: dict[str, Any]) -> list[tuple[str, list[str]]]:
                      for b in status.get("blocked") or []]),
         ("FAILED", [f"  {f['node']} {SHORT.get(f.get('state') or '', f.get('state') or '')} at {f['since']}"
                     f"{' [ack]' if f.get('acknowledged') else ''}: {f['reason']}" for f in status.get("failed") or []]),
+        ("HELD", [f"  {h['node']} {h['kind']} since {h['since']}: {h['reason']}" for h in status.get("held") or []]),
         ("DOMAINS", domains),
         ("WAITING", [f"  {w['node']} {SHORT.get(w['state'], w['state'])}: {w['reason']}"
                      for w in status.get("waiting") or []]),

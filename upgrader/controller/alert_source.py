@@ -39,7 +39,7 @@ class PrometheusAlerts:
             finally:
                 response.release_conn()
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            return AlertReading(error=f"unreachable: {_cause(exc, self.timeout)}")
+            return AlertReading(error=f"unreachable: {failure_cause(exc, self.timeout)}")
         if response.status != 200:
             return AlertReading(error=f"bad answer: HTTP {response.status}{_snippet(body)}")
         if len(body) > MAX_BYTES:
@@ -56,7 +56,7 @@ def parse_alerts(body: bytes) -> AlertReading:
     if not isinstance(data, dict) or data.get("status") != "success":
         status = data.get("status") if isinstance(data, dict) else None
         error = data.get("error") if isinstance(data, dict) else None
-        return AlertReading(error=f"bad answer: status {status!r}" + (f": {_line(str(error))}" if error else ""))
+        return AlertReading(error=f"bad answer: status {status!r}" + (f": {flat_line(str(error))}" if error else ""))
     listed = (data.get("data") or {}).get("alerts") if isinstance(data.get("data"), dict) else None
     if not isinstance(listed, list):
         return AlertReading(error="bad answer: no data.alerts list")
@@ -72,13 +72,13 @@ def parse_alerts(body: bytes) -> AlertReading:
             Alert(
                 labels["alertname"],
                 {str(k): str(v) for k, v in labels.items()},
-                _line(active) if isinstance(active, str) else None,
+                flat_line(active) if isinstance(active, str) else None,
             )
         )
     return AlertReading(tuple(firing))
 
 
-def _cause(exc: BaseException, timeout: float) -> str:
+def failure_cause(exc: BaseException, timeout: float) -> str:
     """`Connection refused`, `timed out after 5s`, `Name or service not known`: the cause, one line."""
     # NewConnectionError is a ConnectTimeoutError to urllib3 (for compatibility), but it is a refusal
     if isinstance(exc, urllib3.exceptions.TimeoutError) and not isinstance(exc, urllib3.exceptions.NewConnectionError):
@@ -88,14 +88,14 @@ def _cause(exc: BaseException, timeout: float) -> str:
     if "timed out" in text.lower():
         return f"timed out after {timeout:g}s"
     found = _ERRNO.search(text)
-    return _line(found.group(1).strip() if found else text)
+    return flat_line(found.group(1).strip() if found else text)
 
 
 def _snippet(body: bytes) -> str:
     text = body[:LONGEST].decode("utf-8", "replace").strip()
-    return f": {_line(text)}" if text else ""
+    return f": {flat_line(text)}" if text else ""
 
 
-def _line(text: str) -> str:
+def flat_line(text: str) -> str:
     flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
     return flat if len(flat) <= LONGEST else flat[: LONGEST - 1] + "…"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from upgrader.controller.alert_source import PrometheusAlerts
+from upgrader.controller.preflight_source import PreflightSource
 from upgrader.controller.settings import Settings
 from upgrader.core.actions import Action, Event, Outcome, Result, Transition
 from upgrader.core.events import waiting_line
@@ -108,6 +109,7 @@ class Controller:
         settings: Settings,
         clock: Callable[[], float],
         elector: LeaderElector | None = None,
+        preflight: PreflightSource | None = None,
     ) -> None:
         self.api = api
         self.policy = policy
@@ -128,6 +130,8 @@ class Controller:
         # With an alertGate in the policy: asked once per pass, before deciding (core/alert_gate.py).
         gate = policy.alert_gate
         self.alerts: PrometheusAlerts | None = PrometheusAlerts(gate) if gate is not None else None
+        # What a start is judged by before it is made, as `plan` judges it (core/preflight.py).
+        self.preflight = preflight
 
     def reconcile(self) -> PassReport:
         """One pass. Never sleeps on the cluster: waits are states with start times on the nodes."""
@@ -182,7 +186,8 @@ class Controller:
             snapshot.alerts = self.alerts.read()  # no retry inside the pass: the next pass asks again
         observe = cache.observe if cache is not None else None
         writer = _Writer(self, Applier(self.api, self.settings, raw_nodes, now, observe, self.events))
-        result = reconcile(snapshot, self.policy, now, writer.apply)
+        preflight = self.preflight.read(snapshot, self.policy) if self.preflight is not None else None
+        result = reconcile(snapshot, self.policy, now, writer.apply, preflight)
         return PassReport(
             acted=not writer.closed,
             status=result.status,

@@ -17,6 +17,7 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from upgrader.core.preflight import HOLD_KINDS
 from upgrader.core.states import IN_PROGRESS, STATE_COUNT_KEYS, State
 from upgrader.core.status import PHASES
 from upgrader.core.timefmt import parse_or_none
@@ -44,7 +45,9 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
                                  "other reasons.", ("reason",)),
     "upgrader_blocked_nodes": ("Nodes blocked right now, by reason.", ("reason",)),
     "upgrader_failed_nodes": ("Nodes in upgrade-failed, by reason.", ("reason",)),
-    "upgrader_node_blocked_info": ("1 per node that is blocked or failed now (node, state, reason kind).",
+    "upgrader_held_nodes": ("Nodes the preflight holds at upgrade-required (a blocking plan finding), by reason.",
+                            ("reason",)),
+    "upgrader_node_blocked_info": ("1 per node that is blocked, held or failed now (node, state, reason kind).",
                                    ("node", "state", "reason")),
     "upgrader_state_oldest_seconds": ("Seconds the longest-waiting node has been in each in-progress state.",
                                       ("state",)),
@@ -111,7 +114,11 @@ def families(status: dict[str, Any], now: float) -> Iterable[Metric]:
         family["upgrader_blocked_nodes"].add_metric([reason], sum(reason_label(b["kind"]) == reason for b in blocked))
     for reason in FAILURE_REASONS:
         family["upgrader_failed_nodes"].add_metric([reason], sum(reason_label(f["kind"]) == reason for f in failed))
+    held = status.get("held") or []
+    for reason in map(reason_label, HOLD_KINDS):
+        family["upgrader_held_nodes"].add_metric([reason], sum(reason_label(h["kind"]) == reason for h in held))
     info = {(b["node"], b["state"], reason_label(b["kind"])) for b in blocked}
+    info |= {(h["node"], State.UPGRADE_REQUIRED.value, reason_label(h["kind"])) for h in held}
     info |= {(f["node"], State.FAILED.value, reason_label(f["kind"])) for f in failed}
     for labels in sorted(info):
         family["upgrader_node_blocked_info"].add_metric(list(labels), 1)

@@ -14,10 +14,15 @@ from kubernetes import client as k8s
 from upgrader import __version__
 from upgrader.controller.loop import Controller, PassReport
 from upgrader.controller.metrics import Metrics, MetricsServer
+from upgrader.controller.preflight_source import PreflightFiles, PreflightSource
 from upgrader.controller.settings import Settings
 from upgrader.core.fleet import fleet
 from upgrader.core.policy import Policy
 from upgrader.core.policy_fleet import fleet_problem, refusal, status_problem
+from upgrader.core.preflight import Preflight
+from upgrader.core.starts import hold_check
+from upgrader.core.states import State
+from upgrader.core.views import Snapshot
 from upgrader.inputs import ConfigError
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache
@@ -30,8 +35,13 @@ logging.getLogger("transitions").setLevel(logging.WARNING)  # one line per trigg
 
 
 def build_controller(
-    api_client: k8s.ApiClient, policy: Policy, settings: Settings, leader_election: bool = True
+    api_client: k8s.ApiClient,
+    policy: Policy,
+    settings: Settings,
+    leader_election: bool = True,
+    preflight: PreflightFiles | None = None,
 ) -> Controller:
+    """The controller; `preflight`: the preflight's files as `run` read them (else the policy's, read now)."""
     api_client.user_agent = f"upgrader/{__version__} ({settings.identity})"
     api = KubeApi(api_client)
     elector = None
@@ -44,7 +54,8 @@ def build_controller(
             settings.lease_duration_seconds,
             time.time,
         )
-    return Controller(api, policy, settings, time.time, elector)
+    judge = PreflightSource(api, policy, time.time, preflight)
+    return Controller(api, policy, settings, time.time, elector, judge)
 
 
 def check_policy_against_cluster(controller: Controller, policy_path: str | None = None) -> None:
@@ -59,7 +70,29 @@ def check_policy_against_cluster(controller: Controller, policy_path: str | None
     problem = fleet_problem(controller.policy, fleet(snapshot).managed)
     if problem is not None:
         raise ConfigError(refusal(problem, policy_path))
+    say_holds(controller, snapshot)
     warn_when_unfit(controller)
+
+
+def say_holds(controller: Controller, snapshot: Snapshot) -> None:
+    """At start: what the preflight judges by, and which nodes to upgrade it would hold now (their
+    pods are not read here: CUDA needs are judged when a node's turn comes)."""
+    source = controller.preflight
+    if source is None:
+        return
+    inputs = source.read(snapshot, controller.policy).inputs
+    check = hold_check(snapshot, controller.policy, time.time(), Preflight(inputs))
+    waiting = [n.name for n in fleet(snapshot).managed if n.state is State.UPGRADE_REQUIRED]
+    held = [(name, h) for name in waiting if (h := check(name)) is not None]
+    shown = "; ".join(f"{name} ({h.kind}: {h.reason})" for name, h in held[:10])
+    more = f"; and {len(held) - 10} more" if len(held) > 10 else ""
+    log.info(
+        "preflight: judging starts by %s; %d of %d nodes at upgrade-required would be held now%s",
+        source.describe(),
+        len(held),
+        len(waiting),
+        f": {shown}{more}" if held else "",
+    )
 
 
 def warn_when_unfit(controller: Controller) -> None:

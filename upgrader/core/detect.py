@@ -21,6 +21,7 @@ from upgrader.core.fleet import fleet
 from upgrader.core.machine import fire
 from upgrader.core.node_context import context
 from upgrader.core.policy import Policy
+from upgrader.core.preflight import clear_held
 from upgrader.core.rollout import CLEAR_BLOCK, clear_if_blocked, restart_clock
 from upgrader.core.runbooks import runbook_for
 from upgrader.core.states import (
@@ -116,7 +117,7 @@ def detect(snapshot: Snapshot, policy: Policy, now: float) -> list[Action]:
         if reason is None and not driver_known(snapshot, node):
             continue  # no live driver pod of a known DaemonSet: neither current nor behind, so unchanged
         # A block left over from a hand relabel goes with the move (a node not in progress has none).
-        marks = {**stamp, **clear_if_blocked(node)}
+        marks = {**stamp, **clear_if_blocked(node), **clear_held(node)}
         if node.state is None:
             target = State.UPGRADE_REQUIRED if reason else State.DONE
             actions.append(Transition(node.name, None, target, marks, reason or "driver is current"))

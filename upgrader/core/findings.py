@@ -22,6 +22,7 @@ KINDS = (
     "failed-node",
     "max-unavailable-zero",
     "insufficient-gpu-capacity",
+    "preflight-input",
 )
 
 

@@ -8,6 +8,7 @@ selection (`steps`). Pure: the inputs are views, `now` is an argument.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -23,14 +24,13 @@ from upgrader.core.node_context import context, restart_only_digest
 from upgrader.core.plan_findings import (
     Workload,
     budget_findings,
-    cuda_findings,
     eligibility_findings,
     job_findings,
     pdb_findings,
-    profile_findings,
     undeletable,
 )
 from upgrader.core.policy import OnInsufficientCapacity, Policy
+from upgrader.core.preflight import PreflightInputs, node_findings
 from upgrader.core.profiles import Profile
 from upgrader.core.schedule import canary_domain, domain_of, domain_order, is_unavailable, plan_starts
 from upgrader.core.selectors import parse_label_selector
@@ -266,31 +266,28 @@ def _node_plan(
                 "or `upgrader resume` acknowledges it",
             )
         )
-    if action not in ("upgrade", "in-progress") or plan.target_driver is None:
+    # --target-driver (a rollback's image check): every node whose driver would change is judged,
+    # those up to date on their DaemonSet's revision included.
+    changes = options.target_driver is not None and plan.current_driver != options.target_driver
+    if plan.target_driver is None or (action not in ("upgrade", "in-progress") and not changes):
         return plan
-    try:
+    pods = snapshot.node_pods.get(node.name, [])
+    ctx = context(snapshot, node.name, policy)
+    restart_only = action == "upgrade" and restart_only_digest(ctx) is not None
+    inputs = PreflightInputs(options.ledger, profiles=options.profiles, floors=options.floors)
+    plan.findings.extend(node_findings(node, plan.target_driver, ctx.driver_set, pods, inputs, now, restart_only))
+    with suppress(ValueError):  # a finding says why
         plan.target_image = node_image_tag(node, plan.target_driver)
-    except ValueError as exc:
-        add(Finding("invalid-node-data", BLOCKING, node.name, f"cannot compute the driver image: {exc}"))
     if plan.target_image and options.ledger is not None:
         plan.image_in_ledger = plan.target_image in options.ledger
-        if not plan.image_in_ledger:
-            add(
-                Finding(
-                    "missing-driver-image",
-                    BLOCKING,
-                    node.name,
-                    f"no precompiled driver image {plan.target_image} in the ledger: its driver pod would "
-                    "fail to pull and its GPUs drop out; build and push that image first",
-                )
-            )
-    pods = snapshot.node_pods.get(node.name, [])
     gpu_pods = [p for p in holding_gpus(pods, snapshot.gpu_claims) if not p.mirror]
     plan.gpu_pods = sorted(p.key for p in gpu_pods)
-    if action == "upgrade" and restart_only_digest(context(snapshot, node.name, policy)):
+    if restart_only:
         # Nothing that installs the driver changed: the driver restarts under its GPU pods.
         plan.restart_only = True
         return plan
+    if action not in ("upgrade", "in-progress"):
+        return plan  # judged for the target driver only: `run` would not start it
     deletable = [p for p in gpu_pods if p.owner_kind != "DaemonSet"]
     # A drain follows every deletion under drainEveryNode; otherwise only one that cannot finish.
     drained = policy.drain_every_node or (policy.drain.enable and bool(undeletable(deletable, policy)))
@@ -300,9 +297,6 @@ def _node_plan(
     plan.findings.extend(pdb_findings(node.name, evicted, pdbs_by_namespace, covering))
     plan.findings.extend(eligibility_findings(node.name, deletable, _drain_pods(pods, policy), policy))
     plan.findings.extend(job_findings(node.name, pods, policy))
-    plan.findings.extend(cuda_findings(node, pods, plan.target_driver, options.floors))
-    if options.profiles is not None:
-        plan.findings.extend(profile_findings(node, plan.target_driver, options.profiles, now))
     return plan
 
 

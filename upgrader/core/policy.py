@@ -26,6 +26,7 @@ from pydantic import (
 
 from upgrader.core.alert_gate import AlertGate
 from upgrader.core.labels import label_key_error, label_value_error
+from upgrader.core.preflight_policy import PreflightPolicy
 from upgrader.core.selectors import LabelSelector, SelectorError, parse_label_selector
 from upgrader.core.windows import Window, check_cron, check_zone, day_index, days_cron, parse_duration
 
@@ -231,6 +232,7 @@ _SECTIONS = (
     "validation",
     "pod_restart",
     "gpu_capacity",
+    "preflight",
 )
 
 
@@ -260,6 +262,9 @@ class Policy(_Strict):
     alert_gate: AlertGate | None = Field(None, alias="alertGate")
     # Ours: what a start does when its evicted GPU pods would find no room. core/capacity.py
     gpu_capacity: GpuCapacity = Field(GpuCapacity(), alias="gpuCapacity")
+    # Ours: what run judges a start by (the image ledger, profiles, CUDA floors, the registry), as plan
+    # does: a node with a blocking finding is held at upgrade-required. core/preflight.py
+    preflight: PreflightPolicy = PreflightPolicy()
 
     @field_validator("maintenance_windows", mode="before")
     @classmethod

@@ -18,6 +18,7 @@ from upgrader.core.detect import detect
 from upgrader.core.events import transition_events
 from upgrader.core.fleet import fleet as managed_fleet
 from upgrader.core.policy import Policy
+from upgrader.core.preflight import Preflight
 from upgrader.core.states import STATE_SINCE, UNLABELLED
 from upgrader.core.status import meaningful, phase_events, rollout_status
 from upgrader.core.timefmt import parse_or_none
@@ -75,7 +76,10 @@ class _Pass:
         return done
 
 
-def reconcile(snapshot: Snapshot, policy: Policy, now: float, apply: Apply) -> PassOutcome:
+def reconcile(
+    snapshot: Snapshot, policy: Policy, now: float, apply: Apply, preflight: Preflight | None = None
+) -> PassOutcome:
+    """`preflight` (run): what a start is judged by before it is made (core/preflight.py)."""
     work = _Pass(snapshot, now, apply)
     waiting: list[dict[str, str]] = []
     disrupted: set[str] = set()  # PodDisruptionBudgets this pass spent on evictions
@@ -98,7 +102,7 @@ def reconcile(snapshot: Snapshot, policy: Policy, now: float, apply: Apply) -> P
     acknowledged = starting.acknowledged_failures(work.snapshot)
     before = rollout_status(work.snapshot, policy, managed, fleet.skipped, fleet.invalid, None, acknowledged, now)
     schedule, starts = starting.start_nodes(
-        work.snapshot, policy, now, before["phase"] not in ("Halted", "Paused"), acknowledged
+        work.snapshot, policy, now, before["phase"] not in ("Halted", "Paused"), acknowledged, preflight
     )
     started = [o.action.node for o in work.act(starts) if o.ok and isinstance(o.action, Transition)]
     status = rollout_status(

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from upgrader.core import waits
 from upgrader.core.alert_gate import GATE_OPEN, GateVerdict
 from upgrader.core.policy import OnNodeFailure, Policy
+from upgrader.core.preflight import Hold
 from upgrader.core.states import IN_PROGRESS, STATE_SINCE, State
 from upgrader.core.timefmt import parse_or_none, rfc3339
 from upgrader.core.views import NodeView
@@ -34,6 +35,8 @@ NO_DOMAIN = "<none>"
 # Why a node about to start would leave evicted GPU pods without room (None: they fit), given the
 # nodes starting before it in the same pass. See core/capacity.py.
 RoomCheck = Callable[[str, Collection[str]], "str | None"]
+# Why the preflight holds a node about to start (a blocking `plan` finding), or None. See core/preflight.py.
+HoldCheck = Callable[[str], "Hold | None"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class Schedule:
     max_unavailable: int
     window: Verdict = ALWAYS_OPEN  # the maintenance-window verdict the schedule was made under
     gate: GateVerdict = GATE_OPEN  # the alert gate's verdict it was made under
+    judged: tuple[tuple[str, Hold | None], ...] = ()  # the candidates the preflight judged, and its answer
 
     @property
     def waiting(self) -> str | None:
@@ -135,6 +139,7 @@ def plan_starts(
     window: Verdict = ALWAYS_OPEN,
     gate: GateVerdict = GATE_OPEN,
     room: RoomCheck | None = None,
+    hold: HoldCheck | None = None,
 ) -> Schedule:
     """`nodes` are the managed nodes; `may_start` is False while paused or halted; `last_domain` is the
     current domain the last status recorded (see `pick_domain`); `bystanders` are the other driver
@@ -148,6 +153,7 @@ def plan_starts(
     fires or Prometheus cannot say, no node starts either, in this domain or, after a soak, the next.
     `room` (gpuCapacity.onInsufficient: wait) holds a node whose evicted GPU pods would find no room;
     the next candidate may start instead, and when none does the wait names the nodes held.
+    `hold` (run's preflight) keeps a node with a blocking finding at upgrade-required in the same way.
 
     `fleet_size` scales a percentage maxUnavailable when `nodes` is a subset that leaves out nodes
     which cannot matter (done, available, not in the current domain), as the plan's wave replay does.
@@ -160,6 +166,7 @@ def plan_starts(
     unavailable = sum(1 for n in (*nodes, *bystanders) if is_unavailable(n))
     size = len(nodes) + len(bystanders) if fleet_size is None else fleet_size
     max_unavailable = policy.max_unavailable_nodes(size)
+    judged: list[tuple[str, Hold | None]] = []
 
     def result(starts: list[str], domain: str | None, wait: Wait | None = None) -> Schedule:
         return Schedule(
@@ -172,6 +179,7 @@ def plan_starts(
             max_unavailable,
             window,
             gate,
+            tuple(judged),
         )
 
     current, previous, elsewhere = pick_domain(order, by_domain, policy, acknowledged_failures, last_domain)
@@ -203,11 +211,18 @@ def plan_starts(
     budget = max_unavailable - unavailable
     starts: list[str] = []
     held: list[tuple[str, str]] = []
+    kept: list[tuple[str, Hold]] = []
     for node in candidates:
         if len(starts) >= slots:
             break
         cost = 0 if is_unavailable(node) else 1
         if cost and cost > budget:  # a free start stays free when others overspent the budget
+            continue
+        holding = hold(node.name) if hold is not None else None
+        if hold is not None:
+            judged.append((node.name, holding))
+        if holding is not None:
+            kept.append((node.name, holding))
             continue
         short = room(node.name, starts) if room is not None else None
         if short is not None:
@@ -217,6 +232,8 @@ def plan_starts(
         starts.append(node.name)
     if starts:
         return result(starts, current)
+    if kept:
+        return result([], current, waits.preflight_hold(kept, current))
     if held:
         return result([], current, waits.gpu_capacity(held, current))
     if parallel and in_progress >= parallel:

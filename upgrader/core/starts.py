@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from functools import cache
 
-from upgrader.core.actions import Action
+from upgrader.core.actions import Action, Annotate, Event
 from upgrader.core.alert_gate import gate_verdict
 from upgrader.core.capacity import evicted_gpu_pods, room_by_node, shortage
 from upgrader.core.events import waiting_events
@@ -14,8 +14,9 @@ from upgrader.core.fleet import fleet
 from upgrader.core.machine import fire
 from upgrader.core.node_context import context, restart_only_digest
 from upgrader.core.policy import OnInsufficientCapacity, OnNodeFailure, Policy
+from upgrader.core.preflight import Hold, Preflight, hold, hold_marks, node_findings
 from upgrader.core.rollout import CLEAR_BLOCK
-from upgrader.core.schedule import RoomCheck, Schedule, canary_domain, domain_of, plan_starts
+from upgrader.core.schedule import HoldCheck, RoomCheck, Schedule, canary_domain, domain_of, plan_starts
 from upgrader.core.states import (
     DRIVER_DELETED_AT,
     FAILED_AT,
@@ -24,6 +25,7 @@ from upgrader.core.states import (
     FAILED_REASON,
     FAILED_STATE,
     GPU_BEFORE,
+    HELD,
     OPERATOR_INITIAL_UNSCHEDULABLE,
     RESTART_ONLY,
     STARTED_AT,
@@ -38,10 +40,16 @@ from upgrader.core.windows import verdict
 
 
 def start_nodes(
-    snapshot: Snapshot, policy: Policy, now: float, may_start: bool, acknowledged: set[str]
+    snapshot: Snapshot,
+    policy: Policy,
+    now: float,
+    may_start: bool,
+    acknowledged: set[str],
+    preflight: Preflight | None = None,
 ) -> tuple[Schedule, list[Action]]:
     """Pick nodes to leave upgrade-required, recording what they were like before we touched them;
-    or say what they wait on, when that changed since the last status."""
+    or say what they wait on, when that changed since the last status. With `preflight` (run), a
+    candidate with a blocking finding is held instead, and its hold recorded on it."""
     split = fleet(snapshot)
     nodes = split.managed
     bystanders = [snapshot.nodes[name] for name in [*split.skipped, *(name for name, _ in split.invalid)]]
@@ -58,8 +66,12 @@ def start_nodes(
         window=verdict(policy.windows(), now),
         gate=gate_verdict(policy.alert_gate, snapshot.alerts),
         room=room_check(snapshot, policy) if waits_for_room else None,
+        hold=hold_check(snapshot, policy, now, preflight) if preflight is not None else None,
     )
     actions: list[Action] = list(waiting_events(schedule.wait, snapshot.control.previous))
+    for name, holding in schedule.judged:
+        if name not in schedule.starts:
+            actions.extend(_hold_record(snapshot.nodes[name], holding, now))
     stamp = rfc3339(now)
     for name in schedule.starts:
         node = snapshot.nodes[name]
@@ -86,11 +98,41 @@ def start_nodes(
             FAILED_DRIVER_POD: None,
             DRIVER_DELETED_AT: None,
             **CLEAR_BLOCK,
+            **dict.fromkeys(HELD),
         }
         how = f"restart-only upgrade (DRIVER_CONFIG_DIGEST {digest} unchanged)" if digest else "upgrade"
         message = f"starting {how} in domain {schedule.current_domain}"
         actions.append(fire(name, State.UPGRADE_REQUIRED, "start", annotations=annotations, message=message))
     return schedule, actions
+
+
+def _hold_record(node: NodeView, holding: Hold | None, now: float) -> list[Action]:
+    marks, said = hold_marks(node, holding, now)
+    if not marks:
+        return []
+    return [Annotate(node.name, marks), *([Event(node.name, "Warning" if holding else "Normal", said)] if said else [])]
+
+
+def hold_check(snapshot: Snapshot, policy: Policy, now: float, preflight: Preflight) -> HoldCheck:
+    """For `plan_starts`: the preflight's hold on a node about to start, judged by `plan`'s own
+    findings (core/preflight.py) against the DaemonSet's driver; its pods are read for the CUDA check."""
+    inputs = preflight.inputs
+
+    def check(name: str) -> Hold | None:
+        ctx = context(snapshot, name, policy)
+        target = ctx.driver_set.driver_version if ctx.driver_set else None
+        if target is None:
+            if not inputs.asks:
+                return None
+            which = f"driver DaemonSet {ctx.driver_set.name}" if ctx.driver_set else "no driver DaemonSet"
+            return Hold("preflight-input", f"{which} sets no DRIVER_VERSION: the preflight cannot judge the node")
+        restart_only = restart_only_digest(ctx) is not None
+        pods = snapshot.node_pods.get(name)
+        if pods is None and preflight.pods_of is not None and not restart_only:
+            pods = preflight.pods_of(name)
+        return hold(node_findings(ctx.node, target, ctx.driver_set, pods, inputs, now, restart_only))
+
+    return check
 
 
 def room_check(snapshot: Snapshot, policy: Policy) -> RoomCheck:

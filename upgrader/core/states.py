@@ -82,6 +82,12 @@ FAILED_AT = _A + "failed-at"
 # The driver pod (uid) that was Ready at the newest revision when the node failed: the node recovers
 # only once another one is (a failure with no such pod recovers once any is).
 FAILED_DRIVER_POD = _A + "failed-driver-pod"
+# Why the preflight keeps a node at upgrade-required (a blocking `plan` finding's kind and words), and
+# since when: run never starts it meanwhile (core/preflight.py). Cleared when it starts or passes.
+HELD_KIND = _A + "held-kind"
+HELD_REASON = _A + "held-reason"
+HELD_SINCE = _A + "held-since"
+HELD = (HELD_KIND, HELD_REASON, HELD_SINCE)
 # The DRIVER_CONFIG_DIGEST a restart-only upgrade started for: its driver restarts under its GPU pods.
 RESTART_ONLY = _A + "restart-only"
 

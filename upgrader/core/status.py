@@ -11,6 +11,7 @@ from typing import Any
 
 from upgrader.core.actions import Action, Event
 from upgrader.core.policy import OnNodeFailure, Policy
+from upgrader.core.preflight import Hold
 from upgrader.core.runbooks import runbook_for
 from upgrader.core.schedule import Schedule, canary_domain, domain_of, domain_order
 from upgrader.core.states import (
@@ -21,6 +22,9 @@ from upgrader.core.states import (
     FAILED_KIND,
     FAILED_REASON,
     FAILED_STATE,
+    HELD_KIND,
+    HELD_REASON,
+    HELD_SINCE,
     IN_PROGRESS,
     STATE_COUNT_KEYS,
     STATE_SINCE,
@@ -48,6 +52,25 @@ def blocked_nodes(snapshot: Snapshot, managed: list[str]) -> list[dict[str, Any]
                     "reason": node.annotations.get(BLOCKED_REASON, ""),
                     "since": node.annotations.get(BLOCKED_SINCE, ""),
                     "runbook": runbook_for(kind),
+                }
+            )
+    return out
+
+
+def held_nodes(snapshot: Snapshot, managed: list[str]) -> list[dict[str, Any]]:
+    """Nodes the preflight keeps at upgrade-required (core/preflight.py), as recorded on them."""
+    out = []
+    for name in managed:
+        node = snapshot.nodes[name]
+        kind = node.annotations.get(HELD_KIND)
+        if kind and node.state is State.UPGRADE_REQUIRED:
+            out.append(
+                {
+                    "node": name,
+                    "kind": kind,
+                    "reason": node.annotations.get(HELD_REASON, ""),
+                    "since": node.annotations.get(HELD_SINCE, ""),
+                    "runbook": Hold(kind, "").runbook,
                 }
             )
     return out
@@ -183,6 +206,7 @@ def rollout_status(
             if n.state in IN_PROGRESS
         ],
         "blocked": blocked_nodes(snapshot, managed),
+        "held": held_nodes(snapshot, managed),
         "waiting": [w for w in waiting or [] if w["node"] in managed and w["node"] not in blocked_names],
         "failed": failed,
         "skipped": skipped,

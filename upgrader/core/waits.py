@@ -14,7 +14,8 @@ from typing import Any
 
 from upgrader.core.alert_gate import RUNBOOK as GATE_RUNBOOK
 from upgrader.core.alert_gate import GateVerdict, closed_text
-from upgrader.core.states import IN_PROGRESS, SKIP_LABEL, WAS_UNSCHEDULABLE, State
+from upgrader.core.preflight import Hold
+from upgrader.core.states import HELD_KIND, IN_PROGRESS, SKIP_LABEL, WAS_UNSCHEDULABLE, State
 from upgrader.core.timefmt import rfc3339
 from upgrader.core.views import NodeView
 from upgrader.core.windows import YEARS, Verdict
@@ -37,6 +38,7 @@ REASONS = (
     "alert-firing",
     "alert-gate-unavailable",
     "insufficient-gpu-capacity",
+    "preflight-hold",
 )
 
 # What a person does about a node holding the budget, in the order a remedy lists them.
@@ -44,6 +46,7 @@ UNCORDON = "uncordon {}"
 READY = "bring {} back to Ready"
 RECOVER = "recover {}"
 REPAIR = "fix what makes {} invalid"
+RESOLVE = "resolve what holds {}"
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,16 @@ def gpu_capacity(held: Sequence[tuple[str, str]], domain: str | None) -> Wait:
     return Wait("insufficient-gpu-capacity", text, domain, nodes, first, runbook=CAPACITY_RUNBOOK)
 
 
+def preflight_hold(kept: Sequence[tuple[str, Hold]], domain: str | None) -> Wait:
+    """Every node that could start has a blocking preflight finding: the first one's in full, the
+    others named; it ends when what it lacks is there (an image pushed, a profile qualified)."""
+    nodes = tuple(Behind(node, f"held: {h.kind}", (RESOLVE,)) for node, h in kept)
+    first, hold = kept[0]
+    others = f"; also held: {names([n for n, _ in kept[1:]], NAMED)}" if len(kept) > 1 else ""
+    text = f"{first} is held at upgrade-required ({hold.kind}): {hold.reason}{others}; see {hold.runbook}"
+    return Wait("preflight-hold", text, domain, nodes, first, runbook=hold.runbook)
+
+
 def alert_gate(verdict: GateVerdict, domain: str | None, next_: str | None) -> Wait:
     """A matching alert fires, or Prometheus cannot say: nothing starts; nodes in progress go on."""
     reason = verdict.reason or "alert-gate-unavailable"
@@ -197,7 +210,13 @@ def previous_domain(
     nodes = tuple(_unfinished(n) for n in sorted(unfinished, key=lambda n: n.name))
     which = f"the canary domain {current}" if canary else f"domain {current}"
     text = f"domain {waiting} waits for {which} to finish: {listing(nodes)}"
-    return Wait("previous-domain", text, current, nodes, next_)
+    held = [n for n in unfinished if n.state is State.UPGRADE_REQUIRED and n.annotations.get(HELD_KIND)]
+    if not held or any(n.state in IN_PROGRESS for n in unfinished):
+        return Wait("previous-domain", text, current, nodes, next_)
+    # Only held nodes keep it from finishing: a person ends this wait.
+    book = Hold(held[0].annotations[HELD_KIND], "").runbook
+    text = f"{text}; {' and '.join(remedy(nodes))}; see {book}"
+    return Wait("previous-domain", text, current, nodes, next_, runbook=book)
 
 
 def other_domain(elsewhere: Sequence[str], current: str, in_progress: Sequence[NodeView], next_: str | None) -> Wait:
@@ -216,6 +235,8 @@ def _unfinished(node: NodeView) -> Behind:
         return Behind(node.name, "not labelled yet")
     if node.state is State.FAILED:
         return Behind(node.name, "upgrade-failed, not acknowledged", (RECOVER,))
+    if node.state is State.UPGRADE_REQUIRED and node.annotations.get(HELD_KIND):
+        return Behind(node.name, f"held at upgrade-required: {node.annotations[HELD_KIND]}", (RESOLVE,))
     return behind(node)
 
 
@@ -234,7 +255,7 @@ def remedy(nodes: Sequence[Behind]) -> list[str]:
     """What a person does, per kind of fix: `uncordon them` when it is the same for every node named,
     else the nodes by name. None when every node ends by itself (in progress)."""
     steps = []
-    for fix in (UNCORDON, READY, RECOVER, REPAIR):
+    for fix in (UNCORDON, READY, RECOVER, REPAIR, RESOLVE):
         which = [b.node for b in nodes if fix in b.fixes]
         if which:
             whom = names(which, FIX_NAMED) if len(which) < len(nodes) else "it" if len(which) == 1 else "them"

@@ -35,6 +35,7 @@ Obj = dict[str, Any]
 DEFAULT_NODES = 6
 UNBUILT_KERNEL = "5.15.0-119-generic"  # the missing-image scenario's odd node
 BATCH_SELECTOR = "app=batch-eval"
+LEDGER_CONFIGMAP = "driver-image-ledger"  # in OPERATOR_NS: the images the emulated registry holds
 
 
 @dataclass
@@ -78,6 +79,12 @@ class _Builder:
         self.c.settings.registry[DRIVER_REPO] = {
             driver_tag(v, k) for v in (OLD_DRIVER, NEW_DRIVER) for k in (*KERNELS, UNBUILT_KERNEL)
         }
+
+    def ledger(self) -> None:
+        """The image ledger a team keeps (`crane ls` of its registry), as a ConfigMap a policy's
+        `preflight.imageLedger` can name: what the emulated registry holds once the scenario is built."""
+        tags = "".join(f"{DRIVER_REPO}:{tag}\n" for tag in sorted(self.c.settings.registry.get(DRIVER_REPO, ())))
+        self.c.create("configmaps", {"metadata": {"name": LEDGER_CONFIGMAP}, "data": {"images.txt": tags}}, OPERATOR_NS)
 
     def operator(self) -> None:
         self.info.driver_daemonsets.extend(install_operator(self.c, self.kernels))
@@ -264,5 +271,6 @@ def build(cluster: EmulatedCluster, name: str = "healthy", nodes: int = DEFAULT_
         raise ValueError(f"unknown scenario {name!r}; choose one of {', '.join(SCENARIOS)}")
     builder = _Builder(cluster, name, nodes, job_seconds)
     SCENARIOS[name](builder)
+    builder.ledger()
     cluster.store.run_due()
     return builder.info
