@@ -73,3 +73,20 @@ def test_an_unreadable_lease_is_unknown() -> None:
                                                (200000, "2d07h"), (-3, "0s")])
 def test_ago(seconds: float, text: str) -> None:
     assert ago(seconds) == text
+
+
+@pytest.mark.parametrize("ahead", [2.0, 900.0])
+def test_a_renewal_in_the_future_is_clock_skew_never_a_fresh_lease(ahead: float) -> None:
+    """A dead replica whose clock ran ahead left renewTime in our future: not "renewed 0s ago"."""
+    seen = judge_lease(lease(renewed=T + ahead), WHERE, T)
+    assert seen.alive is None
+    assert seen.warning(T) == (
+        f"cannot tell whether a controller is running: Lease {WHERE} was renewed by upgrader-7d9-x at "
+        f"{rfc3339(T + ahead)}, {ago(ahead)} ahead of this machine's clock (clock skew between this machine and "
+        "the controller's); this status may be stale"
+    )
+    assert seen.line(T) == f"CONTROLLER: unknown (Lease {WHERE} renewTime {ago(ahead)} in this machine's future)"
+
+
+def test_a_renewal_a_moment_ahead_is_within_the_skew_tolerance() -> None:
+    assert judge_lease(lease(renewed=T + 0.5), WHERE, T).alive is True

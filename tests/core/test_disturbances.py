@@ -141,3 +141,35 @@ def test_a_done_node_whose_clock_was_removed_gets_a_new_one_for_the_soak() -> No
         Event("n1", "Warning", "the clock of upgrade-done (gpu-upgrader.io/state-since) was missing or unreadable: "
               "its waits count from now"),
     ]
+
+
+def test_a_clock_stamped_in_this_controllers_future_restarts_from_now() -> None:
+    """Another replica, its clock 10 minutes ahead, stamped the state: this replica's waits would count
+    from a moment it has not reached. The clock restarts from now, and the node says why."""
+    marks = {STARTED_AT: at(0), WAS_UNSCHEDULABLE: "false", SINCE_STATE: "wait-for-jobs-required"}
+    view = node(state=S.WAIT_FOR_JOBS_REQUIRED, since=600, unschedulable=True, annotations=marks)
+    ((ctx, plan),) = plan_steps(snapshot([view], [driver_pod()]), policy(), T0)
+    actions = conclude(ctx, plan, [], T0)
+    assert actions == [
+        Annotate("n1", {STATE_SINCE: at(0), SINCE_STATE: "wait-for-jobs-required"}),
+        Event("n1", "Warning", f"the clock of wait-for-jobs-required ({STATE_SINCE} {at(600)}) is 600s in this "
+              "controller's future (stamped by a replica whose clock runs ahead?): its waits count from now"),
+    ]
+
+
+def test_a_clock_a_moment_ahead_is_kept() -> None:
+    marks = {STARTED_AT: at(0), WAS_UNSCHEDULABLE: "false", SINCE_STATE: "wait-for-jobs-required"}
+    view = node(state=S.WAIT_FOR_JOBS_REQUIRED, since=3, unschedulable=True, annotations=marks)
+    ((_, plan),) = plan_steps(snapshot([view], [driver_pod()]), policy(), T0)
+    assert plan.clock_lost is None
+
+
+def test_an_operator_timer_from_the_future_counts_from_now_on_adoption() -> None:
+    """The GPU Operator stamps its wait in Unix seconds by its own clock: one ahead of ours is not
+    honoured as a wait that has not begun yet."""
+    from upgrader.core.states import OPERATOR_WAIT_START
+
+    view = node(state=S.WAIT_FOR_JOBS_REQUIRED, unschedulable=True,
+                annotations={OPERATOR_WAIT_START: str(int(T0) + 3600)})
+    annotate = next(a for a in detect(snapshot([view], [driver_pod()]), policy(), T0) if isinstance(a, Annotate))
+    assert annotate.annotations[STATE_SINCE] == at(0)

@@ -153,19 +153,24 @@ def test_project_folds_in_node_writes() -> None:
 
 
 @pytest.mark.parametrize(
-    ("resumed_at", "expected"),
-    [(None, set()), (T0 + 50, {"early"}), (T0 + 100, {"early", "late"}), (T0 + 10, set())],
+    ("named", "expected"),
+    [
+        ({}, set()),
+        ({"early": at(20)}, {"early"}),
+        ({"early": at(20), "late": at(100)}, {"early", "late"}),
+        # A later failure of the same node is a new one: the acknowledgement named the earlier one.
+        ({"early": at(5), "late": at(99)}, set()),
+        ({"done": at(1)}, set()),  # only a node that is upgrade-failed now
+    ],
 )
-def test_resume_acknowledges_failures_recorded_before_it(
-    resumed_at: float | None, expected: set[str]
-) -> None:
+def test_an_acknowledgement_names_the_failure_as_recorded(named: dict[str, str], expected: set[str]) -> None:
     snap = snapshot(
         [
             node("early", S.FAILED, annotations={FAILED_AT: at(20)}),
             node("late", S.FAILED, annotations={FAILED_AT: at(100)}),
             node("done", S.DONE, annotations={FAILED_AT: at(1)}),
         ],
-        control=Control(resumed_at=resumed_at),
+        control=Control(acknowledged=named),
     )
     assert acknowledged_failures(snap) == expected
 

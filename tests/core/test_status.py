@@ -160,6 +160,7 @@ def test_an_unacknowledged_canary_failure_halts() -> None:
             "acknowledged": False,
             "state": "validation-required",
             "runbook": "runbooks/validation-failure.md",
+            "during_pause": False,
         }
     ]
 
@@ -199,21 +200,21 @@ def test_the_canary_is_the_policys_canary() -> None:
 
 
 @pytest.mark.parametrize(
-    ("resumed_at", "phase"),
-    [(None, "Halted"), (T0 + 59, "Halted"), (T0 + 60, "Done"), (T0 + 90, "Done")],
+    ("named", "phase"),
+    [(None, "Halted"), (at(59), "Halted"), (at(60), "Done")],
 )
-def test_resume_acknowledges_failures_that_happened_before_it(resumed_at: float | None, phase: str) -> None:
+def test_acknowledging_the_failure_as_recorded_lets_the_rollout_finish(named: str | None, phase: str) -> None:
     nodes = [failed("a1", "a", at_s=60), node("a2", S.DONE, zone="a"), node("b1", S.DONE, zone="b")]
-    result = status(nodes, control=Control(resumed_at=resumed_at))
+    result = status(nodes, control=Control(acknowledged={"a1": named} if named else {}))
     assert result["phase"] == phase
     assert result["failed"][0]["acknowledged"] is (phase == "Done")
     if phase == "Done":
         assert result["message"] == "done: 2 of 3 nodes upgraded, 1 failed"
 
 
-def test_a_failure_after_resume_halts_again() -> None:
+def test_a_failure_after_an_acknowledgement_halts_again() -> None:
     nodes = [failed("a1", "a", at_s=10), failed("a2", "a", at_s=80), node("b1", S.UPGRADE_REQUIRED, zone="b")]
-    result = status(nodes, control=Control(resumed_at=T0 + 50))
+    result = status(nodes, control=Control(acknowledged={"a1": at(10)}))
     assert result["phase"] == "Halted"
     assert result["message"].startswith(
         f"halted: a2 upgrade-failed in validation-required (canary domain a) at {at(80)}: "
@@ -221,13 +222,31 @@ def test_a_failure_after_resume_halts_again() -> None:
     assert [(f["node"], f["acknowledged"]) for f in result["failed"]] == [("a1", True), ("a2", False)]
 
 
-def test_pause_gives_paused_even_when_halted() -> None:
+def test_a_pause_over_a_block_says_resume_alone_does_not_go_on() -> None:
     result = status([pdb_blocked("n1")], control=Control(paused=True))
-    assert (result["phase"], result["message"]) == (
-        "Paused",
-        "paused by an operator; `upgrader resume` continues",
-    )
+    assert result["phase"] == "Paused"
+    assert result["message"].startswith(f"paused by an operator, and halted: {result['halt_reason']}")
+    assert result["message"].endswith("; `upgrader resume` ends the pause; the block ends when its cause is gone")
     assert result["halt_reason"] is not None  # still said, for `upgrader status`
+
+
+def test_a_canary_that_failed_during_the_pause_is_said_first_and_names_the_acknowledgement() -> None:
+    """The pause began at T0+30 (the last status recorded it); a2 failed at T0+80, a1 before it."""
+    nodes = [failed("a1", "a", at_s=10), failed("a2", "a", at_s=80), node("b1", S.UPGRADE_REQUIRED, zone="b")]
+    previous = {"paused": True, "paused_since": at(30)}
+    result = status(nodes, control=Control(paused=True, acknowledged={"a1": at(10)}, previous=previous))
+    assert result["phase"] == "Paused"
+    assert result["paused_since"] == at(30)
+    assert [(f["node"], f["during_pause"]) for f in result["failed"]] == [("a2", True), ("a1", False)]
+    assert result["message"] == (
+        f"paused by an operator, and halted: {result['halt_reason']}; failed during the pause: a2; "
+        "`upgrader resume` ends the pause, `upgrader acknowledge a2` the failure"
+    )
+
+
+def test_a_pause_alone_says_resume_continues() -> None:
+    result = status([node("n1", S.UPGRADE_REQUIRED)], control=Control(paused=True))
+    assert (result["phase"], result["message"]) == ("Paused", "paused by an operator; `upgrader resume` continues")
 
 
 def test_auto_upgrade_off_gives_paused() -> None:

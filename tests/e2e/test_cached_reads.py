@@ -134,6 +134,7 @@ def test_a_replica_that_wins_the_lease_reads_fresh_before_it_acts() -> None:
 
     a, b = replica("a"), replica("b")
     assert b.reconcile().leader  # B leads first, then is cut off (it runs no pass) for 20 s
+    assert not a.reconcile().leader  # A stands by: it sees B's Lease, and times it from now (client-go)
     cluster.advance(20)
     for _ in range(40):  # A takes the lease and rolls; B's copy is never updated
         a.cache.nodes.step()  # type: ignore[union-attr]
@@ -142,7 +143,9 @@ def test_a_replica_that_wins_the_lease_reads_fresh_before_it_acts() -> None:
         cluster.advance(1)
     states = [cluster.get("nodes", n)["metadata"]["labels"].get(STATE_LABEL) for n in info.nodes]
     assert any(s != State.DONE.value for s in states), "A is mid-rollout when it goes away"
-    cluster.advance(20)  # A's lease expires
+    cluster.advance(20)  # A goes away
+    assert not b.reconcile().leader, "B first sees A's Lease now: it waits a whole duration from here"
+    cluster.advance(15)  # A's Lease, unchanged for its duration as B saw it, has expired
     before = len(cluster.requests)
     report = b.reconcile()  # the only client running now: every request below is B's
     assert report.leader

@@ -12,6 +12,7 @@ from upgrader.core.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
     BLOCKED_SINCE,
+    FAILED_AT,
     FAILED_KIND,
     FAILED_REASON,
     STATE_LABEL,
@@ -207,15 +208,31 @@ def test_operator_fixes_the_pdb_and_the_rollout_continues(rollout: Any) -> None:
     assert r.recorder.check(r.policy, r.domain_of, "us-east-1a") == []
 
 
-def test_resume_acknowledges_a_canary_failure_and_goes_on(
+def test_resume_is_not_acknowledgement_and_acknowledge_names_the_canary_failure(
     rollout: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     r: Rollout = rollout("validation-failure")
     r.run_until(("Halted",), timeout=60, hold=0.5)
+    broken = r.info.broken_validation_node
+    assert broken is not None
     capsys.readouterr()
     assert main(["resume", "--kubeconfig", str(r.kubeconfig)]) == 0
+    out = capsys.readouterr().out
+    assert out == (
+        "resumed: new nodes may start; failures are not acknowledged by resume\n"
+        f"still upgrade-failed, not acknowledged: {broken} (`upgrader acknowledge <node>`)\n"
+    )
+    status = r.run_until(("Halted",), timeout=30, hold=1.0)
+    assert status["failed"][0]["node"] == broken and not status["failed"][0]["acknowledged"]
+    outside = [n for z, nodes in r.info.domains.items() if z != "us-east-1a" for n in nodes]
+    assert not [s for s in r.recorder.starts() if s in outside], "no node outside the canary starts"
+    failed_at = r.node(broken)["metadata"]["annotations"][FAILED_AT]
+    assert main(["acknowledge", "--kubeconfig", str(r.kubeconfig), broken]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"acknowledged {broken}: upgrade-failed in validation-required at {failed_at}: ")
+    control = r.cluster.get("configmaps", "gpu-driver-upgrade-control", "gpu-operator")
+    assert control is not None and json.loads(control["data"]["acknowledged"]) == {broken: failed_at}
     status = r.run_until(("Done",), timeout=90)
-    broken = r.info.broken_validation_node
     assert status["nodes_by_state"][State.FAILED.value] == 1
     assert status["failed"][0]["node"] == broken and status["failed"][0]["acknowledged"]
     assert r.recorder.check(r.policy, r.domain_of, "us-east-1a", failures_acknowledged=True) == []

@@ -24,6 +24,7 @@ from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 
 CM = "gpu-driver-upgrade-status"
+CONTROL = "gpu-driver-upgrade-control"  # the operators' intent: pause, acknowledged failures
 LEASE = ("leases", "coordination.k8s.io", "v1")
 MERGE = "application/merge-patch+json"
 STALE = re.compile(
@@ -123,6 +124,24 @@ def test_status_after_the_controller_stopped_says_so_first_and_exits_1(
     assert "CONTROLLER: none (Lease gpu-operator/gpu-driver-upgrader)" in out
 
 
+def test_a_lease_renewed_in_this_machines_future_is_clock_skew_and_exit_1(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dead replica whose clock ran 15 minutes ahead: never "renewed 0s ago", never exit 0."""
+    served.controller()
+    served.renewed_ago(-900)
+    code, out, err = cli(capsys, "status", "--kubeconfig", served.kubeconfig, "-n", "gpu-operator")
+    assert (code, err) == (1, "")
+    first = out.splitlines()[0]
+    assert re.fullmatch(
+        r"cannot tell whether a controller is running: Lease gpu-operator/gpu-driver-upgrader was renewed by "
+        r"ctl-trust at \S+, 1[45]m\d\ds ahead of this machine's clock \(clock skew between this machine and the "
+        r"controller's\); this status may be stale",
+        first,
+    ), first
+    assert "CONTROLLER: unknown (Lease gpu-operator/gpu-driver-upgrader renewTime " in out
+
+
 @pytest.mark.parametrize("output", ["json", "yaml"])
 def test_machine_output_after_the_controller_stopped(
     served: Served, capsys: pytest.CaptureFixture[str], output: str
@@ -203,10 +222,10 @@ def test_pause_and_resume_change_a_running_controllers_status(
 ) -> None:
     ctl = served.controller()
     assert cli(capsys, "pause", "--kubeconfig", served.kubeconfig, "-n", "gpu-operator") == (
-        0, f"paused: no new node starts (configmap gpu-operator/{CM})\n", "")
+        0, f"paused: no new node starts (configmap gpu-operator/{CONTROL})\n", "")
     assert ctl.reconcile().status["phase"] == "Paused"
     code, out, _ = cli(capsys, "resume", "--kubeconfig", served.kubeconfig, "-n", "gpu-operator")
-    assert (code, out) == (0, "resumed: failures recorded so far are acknowledged; the rollout continues\n")
+    assert (code, out) == (0, "resumed: new nodes may start; failures are not acknowledged by resume\n")
     assert ctl.reconcile().status["phase"] == "Halted"
 
 
@@ -222,8 +241,8 @@ def test_without_n_the_deployed_namespace_is_found_and_named(
     assert err == "upgrader: namespace upgrader-system (the controller's status or Lease is there; -n chooses)\n"
     assert "Lease upgrader-system/gpu-driver-upgrader" in out
     code, out, _ = cli(capsys, "pause", "--kubeconfig", served.kubeconfig)
-    assert (code, out) == (0, f"paused: no new node starts (configmap upgrader-system/{CM})\n")
-    assert (served.cluster.get("configmaps", CM, "upgrader-system") or {})["data"]["paused"] == "true"
+    assert (code, out) == (0, f"paused: no new node starts (configmap upgrader-system/{CONTROL})\n")
+    assert (served.cluster.get("configmaps", CONTROL, "upgrader-system") or {})["data"]["paused"] == "true"
     assert served.cluster.get("configmaps", CM, "gpu-operator") is None
 
 

@@ -101,12 +101,10 @@ def max_unavailable(policy: Policy, total: int) -> int:
 
 
 def acknowledged(world: World, node: WNode) -> bool:
-    """A failure an operator acknowledged with `upgrader resume` after it was recorded (docs: resume
-    acknowledges the failures recorded so far; one labelled by hand is recorded when upgrader sees it)."""
-    if node.state is not S.FAILED or world.resumed_at is None:
-        return False
-    recorded = parse_or_none(node.annotations.get(FAILED_AT))
-    return (node.label_since if recorded is None else recorded) <= world.resumed_at
+    """A failure an operator acknowledged with `upgrader acknowledge` (docs: it names the failure as the
+    controller recorded it, so a later failure of the same node is not acknowledged)."""
+    recorded = node.annotations.get(FAILED_AT)
+    return node.state is S.FAILED and recorded is not None and world.acknowledged.get(node.name) == recorded
 
 
 def settled(world: World, node: WNode, policy: Policy, in_canary: bool) -> bool:

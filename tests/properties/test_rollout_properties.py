@@ -258,8 +258,14 @@ class RolloutMachine(RuleBasedStateMachine):
 
     @rule(then=THEN)
     def resume(self, then: int) -> None:
-        """`upgrader resume`: unpause, and acknowledge the failures recorded so far."""
+        """`upgrader resume`: unpause only."""
         self.world.resume()
+        self.reconcile(then)
+
+    @rule(then=THEN)
+    def acknowledge(self, then: int) -> None:
+        """`upgrader acknowledge --all`: the failures recorded so far, each by its failed-at."""
+        self.world.acknowledge()
         self.reconcile(then)
 
     # ----- the promises ----------------------------------------------------------------------------

@@ -68,6 +68,7 @@ def test_rollout_without_blockers_ends_with_every_node_done(
 
 MOVES = (
     "resume",
+    "acknowledge",
     "pause",
     "relabel-failed",
     "publish-image",
@@ -87,6 +88,8 @@ def operator_move(world: World, move: str, i: int) -> None:
     """One thing a person (or the cluster) does in the middle of a long rollout."""
     if move == "resume":
         world.resume()
+    elif move == "acknowledge":
+        world.acknowledge()
     elif move == "pause":
         world.pause()
     elif move == "relabel-failed":

@@ -79,7 +79,7 @@ class World(WorldActors):
         self.workloads: dict[str, Workload] = {}
         self.budgets: dict[str, Budget] = {}
         self.paused = False
-        self.resumed_at: int | None = None
+        self.acknowledged: dict[str, str] = {}  # node -> its failed-at, as `upgrader acknowledge` names it
         self.previous_status: dict[str, Any] = {}
         self.events: list[Event] = []
         self.statuses: list[dict[str, Any]] = []

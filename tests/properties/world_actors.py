@@ -4,7 +4,15 @@ ReplicaSet controllers, the scheduler, and people (cordons, labels, budgets, dri
 
 from __future__ import annotations
 
-from upgrader.core.states import IN_PROGRESS, REQUESTED_ANNOTATION, SKIP_LABEL, STATE_LABEL, WAS_UNSCHEDULABLE, State
+from upgrader.core.states import (
+    FAILED_AT,
+    IN_PROGRESS,
+    REQUESTED_ANNOTATION,
+    SKIP_LABEL,
+    STATE_LABEL,
+    WAS_UNSCHEDULABLE,
+    State,
+)
 from upgrader.core.views import HASH_LABEL
 
 from .world_apiserver import WorldApiServer
@@ -227,6 +235,12 @@ class WorldActors(WorldApiServer):
         self.paused = True
 
     def resume(self) -> None:
-        """`upgrader resume`: unpause, and acknowledge every failure recorded so far."""
+        """`upgrader resume`: unpause only (failures stay unacknowledged)."""
         self.paused = False
-        self.resumed_at = self.now
+
+    def acknowledge(self) -> None:
+        """`upgrader acknowledge --all`: every failure the controller recorded, named by its failed-at."""
+        for node in self.nodes.values():
+            recorded = node.annotations.get(FAILED_AT)
+            if node.state is State.FAILED and recorded:
+                self.acknowledged[node.name] = recorded

@@ -41,7 +41,7 @@ class WorldState:
     workloads: dict[str, Workload]
     budgets: dict[str, Budget]
     paused: bool
-    resumed_at: int | None
+    acknowledged: dict[str, str]
     previous_status: dict[str, Any]
     events: list[Event]
     statuses: list[dict[str, Any]]
@@ -208,7 +208,7 @@ class WorldState:
         )
         control = Control(
             paused=self.paused,
-            resumed_at=None if self.resumed_at is None else float(self.resumed_at),
+            acknowledged=dict(self.acknowledged),
             previous=dict(self.previous_status),
         )
         return Snapshot(nodes, driver_pods, node_pods, pdbs, [driver_set], control)

@@ -158,14 +158,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--watch", action="store_true", help="redraw one screen every 2 seconds until Ctrl-C (then exit 0)"
     )
 
+    refused = "exit 1 (and nothing written) when no controller has written a status there"
     for name, text in (
         ("pause", "no new node starts; nodes already in progress finish"),
-        ("resume", "continue, acknowledging current failures"),
+        ("resume", "end a pause (failures stay unacknowledged: see acknowledge)"),
     ):
-        control = commands.add_parser(
-            name, help=text, epilog="exit 1 (and nothing written) when no controller has written a status there"
-        )
+        control = commands.add_parser(name, help=text, epilog=refused)
         _cluster_flags(control, FIND_NAMESPACE_HELP)
+    ack = commands.add_parser(
+        "acknowledge",
+        help="let the rollout go on past upgrade-failed nodes, naming each failure as the controller recorded it",
+        epilog=refused + ", or a named node is not upgrade-failed",
+    )
+    _cluster_flags(ack, FIND_NAMESPACE_HELP)
+    ack.add_argument("nodes", nargs="*", metavar="NODE", help="the failed nodes to acknowledge")
+    ack.add_argument("--all", action="store_true", help="every node upgrade-failed now")
     compat.add_parser(commands)
     return parser
 
@@ -225,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from upgrader.commands import compat
 
             return compat.run(args)
+        from upgrader.commands import control as control_cmd
         from upgrader.commands import handlers as cmd
         from upgrader.commands import status as status_cmd
 
@@ -232,8 +240,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "run": cmd.run,
             "demo": cmd.demo,
             "status": status_cmd.status,
-            "pause": status_cmd.pause,
-            "resume": status_cmd.resume,
+            "pause": control_cmd.pause,
+            "resume": control_cmd.resume,
+            "acknowledge": control_cmd.acknowledge,
             "plan": cmd.plan,
         }
         return handlers[args.command](args)

@@ -14,6 +14,9 @@ from upgrader.core.input_errors import printable
 from upgrader.core.timefmt import parse_or_none, rfc3339
 
 STALE = "this status may be stale"
+# A renewTime further than this ahead of this machine's clock is clock skew, not a fresh renewal: the
+# controller renewed it by its own clock, which runs ahead of ours (docs/operations.md#which-clock-each-timer-runs-on).
+SKEW_TOLERANCE = 1.0
 
 
 def ago(seconds: float) -> str:
@@ -39,6 +42,7 @@ class ControllerSeen:
     alive: bool | None = None  # None: the Lease could not be read, so nobody can tell
     error: str | None = None  # why it could not be read
     found: bool = True  # there is a Lease
+    ahead: float | None = None  # seconds its renewTime is ahead of this machine's clock (clock skew)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +57,12 @@ class ControllerSeen:
         """One line when no controller is known to act on this status; None while one holds the Lease."""
         if self.alive:
             return None
+        if self.alive is None and self.ahead is not None:
+            return (
+                f"cannot tell whether a controller is running: Lease {self.lease} was renewed by {self.holder} at "
+                f"{rfc3339(self.renewed or 0)}, {ago(self.ahead)} ahead of this machine's clock (clock skew between "
+                f"this machine and the controller's); {STALE}"
+            )
         if self.alive is None:
             return f"cannot tell whether a controller is running: cannot read Lease {self.lease}: {self.error}; {STALE}"
         if not self.found:
@@ -71,6 +81,8 @@ class ControllerSeen:
 
     def line(self, now: float) -> str:
         """The CONTROLLER line of the status table."""
+        if self.ahead is not None:
+            return f"CONTROLLER: unknown (Lease {self.lease} renewTime {ago(self.ahead)} in this machine's future)"
         if not self.alive:
             return f"CONTROLLER: none (Lease {self.lease})"
         until = f", expires {rfc3339(self.expires)}" if self.expires is not None else ""
@@ -93,6 +105,9 @@ def judge_lease(lease: dict[str, Any] | None, where: str, now: float) -> Control
     except (TypeError, ValueError):
         duration = 0.0
     expires = renewed + duration if renewed is not None and duration > 0 else None
+    if holder and renewed is not None and renewed - now > SKEW_TOLERANCE:
+        # Renewed "later than now": the clocks disagree, so its age says nothing either way.
+        return ControllerSeen(where, holder, renewed, expires, None, ahead=renewed - now)
     alive = bool(holder) and expires is not None and now < expires
     return ControllerSeen(where, holder, renewed, expires, alive)
 

@@ -1,4 +1,5 @@
-"""`upgrader status`, `pause` and `resume`: read or change the rollout status a controller keeps.
+"""`upgrader status`: read the rollout status a controller keeps (`pause`, `resume` and `acknowledge`
+are in control.py).
 
 Where: `-n`, else `UPGRADER_NAMESPACE`, else the one of CONTROLLER_NAMESPACES (`upgrader-system`,
 as deployed; `gpu-operator`, where `upgrader run` and the emulator keep it by default) that holds
@@ -21,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from upgrader.commands.liveness import ControllerSeen, judge_lease, unreadable
 from upgrader.commands.statusview import render_table, render_watch
 from upgrader.controller.settings import CONTROLLER_NAMESPACES, Settings, load_settings
-from upgrader.core.timefmt import rfc3339
 from upgrader.inputs import ConfigError
 
 if TYPE_CHECKING:
@@ -96,7 +96,8 @@ def _not_found(settings: Settings, given: bool) -> str:
 
 
 def read_status(api: KubeApi, settings: Settings, given: bool) -> dict[str, Any]:
-    """The stored status with `paused`; Refused when there is none (or only a blank one)."""
+    """The stored status with `paused` as the operators set it; Refused when there is none (or only a
+    blank one)."""
     cm = api.get(_status_path(settings))
     data = (cm or {}).get("data") or {}
     if not data.get("status.json"):  # absent, or only the keys an old `resume` wrote
@@ -107,7 +108,11 @@ def read_status(api: KubeApi, settings: Settings, given: bool) -> dict[str, Any]
         status = None
     if not isinstance(status, dict) or not status.get("phase"):
         raise Refused(f"configmap {_where(settings)} holds no valid status")
-    status["paused"] = data.get("paused") == "true"
+    from upgrader.kube.snapshot import control_path
+
+    control = ((api.get(control_path(settings)) or {}).get("data")) or {}
+    # As the operators set it; else an older CLI's key in the status; else the pause the status recorded.
+    status["paused"] = control.get("paused") == "true" or data.get("paused") == "true" or status.get("paused") is True
     return status
 
 
@@ -210,37 +215,3 @@ def _frame(status: dict[str, Any], controller: ControllerSeen, output: str, now:
     )
     sys.stdout.write("\x1b[2J\x1b[H" + text)  # no newline after the last line: a full screen would scroll
     sys.stdout.flush()
-
-
-def _control(args: argparse.Namespace, verb: str, data: dict[str, str], said: str) -> int:
-    """Patch pause/resume keys into an existing status ConfigMap; never create one (a blank status)."""
-
-    def change(api: KubeApi) -> int:
-        from upgrader.kube.api import ApiError
-
-        settings = locate(api, args)
-        given = _given(args)
-        read_status(api, settings, given)  # Refused when no controller has written a status
-        try:
-            api.patch(_status_path(settings), {"data": data})  # a merge patch: 404 if deleted meanwhile
-        except ApiError as exc:
-            if exc.status == 404:
-                raise Refused(_not_found(settings, given)) from None
-            raise
-        print(said.format(where=_where(settings)))
-        return 0
-
-    return _guarded(verb, change, args)
-
-
-def pause(args: argparse.Namespace) -> int:
-    return _control(args, "pause", {"paused": "true"}, "paused: no new node starts (configmap {where})")
-
-
-def resume(args: argparse.Namespace) -> int:
-    return _control(
-        args,
-        "resume",
-        {"paused": "false", "resumedAt": rfc3339(time.time())},
-        "resumed: failures recorded so far are acknowledged; the rollout continues",
-    )

@@ -50,7 +50,8 @@ ObjectName = Annotated[str, AfterValidator(_dns_subdomain)]
 
 # Where a controller keeps its status ConfigMap and Lease: `upgrader-system` as deploy/ installs it,
 # `gpu-operator` (Settings' default) for `upgrader run` without UPGRADER_NAMESPACE and the emulator.
-# `status`, `pause` and `resume` without -n or UPGRADER_NAMESPACE look in both (upgrader/commands/status.py).
+# `status`, `pause`, `resume` and `acknowledge` without -n or UPGRADER_NAMESPACE look in both
+# (upgrader/commands/status.py).
 CONTROLLER_NAMESPACES = ("upgrader-system", "gpu-operator")
 
 
@@ -66,6 +67,9 @@ class Settings(BaseSettings):
     driver_daemonset_selector: str = "app.kubernetes.io/component=nvidia-driver"
     driver_pod_selector: str = "app=nvidia-driver-daemonset"
     status_configmap: ObjectName = "gpu-driver-upgrade-status"
+    # The operators' intent (pause, acknowledged failures): written by `upgrader pause`, `resume` and
+    # `acknowledge` (or kubectl), only ever read by the controller, so losing the status loses no intent.
+    control_configmap: ObjectName = "gpu-driver-upgrade-control"
     lease_name: ObjectName = "gpu-driver-upgrader"
     lease_duration_seconds: float = Field(15.0, gt=0, allow_inf_nan=False)
     requeue_seconds: float = Field(5.0, gt=0, allow_inf_nan=False)

@@ -129,8 +129,8 @@ def detect(snapshot: Snapshot, policy: Policy, now: float) -> list[Action]:
                 actions.append(unfinished(node, now))
         elif node.state is State.UPGRADE_REQUIRED and not reason:
             actions.append(fire(node.name, node.state, "up_to_date", annotations=marks, message="driver is current"))
-        elif lost_clock(node):
-            actions.extend(restart_clock(node, str(lost_clock(node)), now))  # the soak counts from it
+        elif lost_clock(node, now):
+            actions.extend(restart_clock(node, str(lost_clock(node, now)), now))  # the soak counts from it
         elif clear_if_blocked(node):
             actions.append(Annotate(node.name, CLEAR_BLOCK))  # left over from a hand relabel
     return actions
@@ -259,7 +259,8 @@ def adopt(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> lis
     clock_key = OPERATOR_CLOCKS.get(node.state)
     operator_since = operator_time(node.annotations.get(clock_key)) if clock_key else None
     # A state-since on a node upgrader did not start is from an earlier life of the node: not this wait's.
-    since = operator_since or now
+    # The Operator stamped it by its own clock: one ahead of ours counts from now, never from the future.
+    since = min(operator_since, now) if operator_since else now
     record, cordon = cordon_record(node)
     annotations: dict[str, str | None] = {
         STARTED_AT: rfc3339(now),

@@ -263,7 +263,7 @@ def _node_plan(
                 WARNING,
                 node.name,
                 "node is upgrade-failed: the rollout halts on it until it is relabelled upgrade-required "
-                "or `upgrader resume` acknowledges it",
+                "or `upgrader acknowledge` acknowledges it",
             )
         )
     # --target-driver (a rollback's image check): every node whose driver would change is judged,

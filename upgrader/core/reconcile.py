@@ -87,7 +87,7 @@ def reconcile(
     # would stay cordoned with its GPU pods gone), as under `upgrader pause`.
     if policy.auto_upgrade:
         work.act(detect(work.snapshot, policy, now))
-    for ctx, plan in rollout.plan_steps(work.snapshot, policy):
+    for ctx, plan in rollout.plan_steps(work.snapshot, policy, now):
         attempted = work.act(list(plan.attempts))
         if plan.attempts and not attempted:
             continue  # nothing was applied (the controller lost its lease mid-pass)

@@ -55,12 +55,12 @@ from upgrader.core.views import NodeView, Snapshot
 CLEAR_BLOCK: dict[str, str | None] = {BLOCKED_KIND: None, BLOCKED_REASON: None, BLOCKED_SINCE: None}
 
 
-def plan_steps(snapshot: Snapshot, policy: Policy) -> list[tuple[NodeContext, StepPlan]]:
+def plan_steps(snapshot: Snapshot, policy: Policy, now: float | None = None) -> list[tuple[NodeContext, StepPlan]]:
     out = []
     for node in fleet(snapshot).managed:
         if node.state in IN_PROGRESS:
             ctx = context(snapshot, node.name, policy)
-            plan = clock_set_by_hand(ctx) or no_driver_set(ctx) or STEPS[node.state](ctx)
+            plan = clock_set_by_hand(ctx, now) or no_driver_set(ctx) or STEPS[node.state](ctx)
             out.append((ctx, keep_cordoned(ctx, plan)))
     return out
 

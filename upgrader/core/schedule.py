@@ -8,7 +8,7 @@ How nodes count (documented in docs/policy.md):
   them, as in the GPU Operator). Starting a node that is already unavailable (e.g. cordoned by
   someone else) does not spend budget, so such nodes go first within their domain.
 - a domain is finished when each of its nodes is upgrade-done or failed, a failure counting only
-  once acknowledged (`upgrader resume`), or at once under onNodeFailure: continue outside the canary
+  once acknowledged (`upgrader acknowledge`), or at once under onNodeFailure: continue outside the canary
   domain (the rollout goes on without the node). The next domain starts soakSeconds after the last
   node of the previous one finished.
 - a domain with a node in progress is the current one, whatever the policy says; nodes of two

@@ -34,7 +34,7 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
-from upgrader.core.timefmt import parse_or_none, rfc3339
+from upgrader.core.timefmt import rfc3339
 from upgrader.core.views import NodeView, Snapshot
 from upgrader.core.windows import verdict
 
@@ -159,12 +159,11 @@ def settled_failures(nodes: list[NodeView], policy: Policy, acknowledged: set[st
 
 
 def acknowledged_failures(snapshot: Snapshot) -> set[str]:
-    """Failed nodes an operator acknowledged with `upgrader resume` after they failed."""
-    resumed = snapshot.control.resumed_at
-    if resumed is None:
-        return set()
+    """Failed nodes an operator acknowledged (`upgrader acknowledge`): the failure named is the one the
+    node carries now (its failed-at, as recorded), so a later failure of the same node is not."""
+    named = snapshot.control.acknowledged
     return {
         n.name
         for n in snapshot.nodes.values()
-        if n.state is State.FAILED and (parse_or_none(n.annotations.get(FAILED_AT)) or 0.0) <= resumed
+        if n.state is State.FAILED and n.annotations.get(FAILED_AT) and named.get(n.name) == n.annotations[FAILED_AT]
     }

@@ -31,8 +31,8 @@ from upgrader.core.states import (
     UNLABELLED,
     State,
 )
-from upgrader.core.timefmt import rfc3339
-from upgrader.core.views import Snapshot
+from upgrader.core.timefmt import parse_or_none, rfc3339
+from upgrader.core.views import Control, Snapshot
 from upgrader.core.waits import Wait
 
 PHASES = ("Running", "Halted", "Paused", "Done")
@@ -142,7 +142,8 @@ def rollout_status(
     for node in nodes:
         by_state[node.state.value if node.state is not None else UNLABELLED] += 1
     halt = halt_reason(snapshot, policy, managed, acknowledged)
-    failed = failed_nodes(snapshot, managed, acknowledged)
+    paused_since = pause_since(snapshot.control, now)
+    failed = during_pause_first(failed_nodes(snapshot, managed, acknowledged), paused_since)
     pending = by_state[State.UPGRADE_REQUIRED.value] + sum(by_state[s.value] for s in IN_PROGRESS)
     unlabelled = by_state[UNLABELLED]
     if snapshot.control.paused or not policy.auto_upgrade:
@@ -174,8 +175,7 @@ def rollout_status(
             }
         )
     message = {
-        "Paused": "paused by an operator; `upgrader resume` continues"
-        if snapshot.control.paused
+        "Paused": paused_message(snapshot.control, halt, failed, bool(blocked_names)) if snapshot.control.paused
         else "autoUpgrade is false in the policy",
         "Halted": f"halted: {halt}",
         "Done": f"done: {by_state[State.DONE.value]} of {len(nodes)} nodes upgraded"
@@ -190,6 +190,9 @@ def rollout_status(
         "phase": phase,
         "message": message,
         "halt_reason": halt,
+        # The intent this status was judged under, as the controller read it (kept if its object is lost)
+        "paused": snapshot.control.paused,
+        "paused_since": paused_since,
         "waiting_on": wait.to_dict() if wait else None,
         "waiting_since": waiting_since(wait, snapshot.control.previous, now),
         # None without maintenanceWindows (always open); else open now or not, until when, next opening
@@ -219,6 +222,38 @@ def rollout_status(
         },
         "updated_at": rfc3339(now),
     }
+
+
+def pause_since(control: Control, now: float) -> str | None:
+    """Since when the rollout is paused, by this controller's clock: kept from the last status while
+    the pause lasts, else now (None when not paused)."""
+    if not control.paused:
+        return None
+    kept = control.previous.get("paused_since") if control.previous.get("paused") else None
+    return str(kept) if isinstance(kept, str) else rfc3339(now)
+
+
+def during_pause_first(failed: list[dict[str, Any]], paused_since: str | None) -> list[dict[str, Any]]:
+    """Failures that happened during the pause (both stamps by the controller) marked, and listed first."""
+    start = parse_or_none(paused_since)
+    for entry in failed:
+        at = parse_or_none(entry["since"])
+        entry["during_pause"] = start is not None and at is not None and at >= start
+    return sorted(failed, key=lambda f: not f["during_pause"])
+
+
+def paused_message(control: Control, halt: str | None, failed: list[dict[str, Any]], blocked: bool) -> str:
+    """A pause says what else holds the rollout: resuming alone never passes a halt."""
+    paused = f"paused: {control.kept}" if control.kept else "paused by an operator"
+    if halt is None:
+        return f"{paused}; `upgrader resume` continues"
+    during = [f["node"] for f in failed if f["during_pause"] and not f["acknowledged"]]
+    when = f"; failed during the pause: {', '.join(during)}" if during else ""
+    if blocked:  # blocks halt first (halt_reason)
+        todo = "`upgrader resume` ends the pause; the block ends when its cause is gone"
+    else:  # the halt names the failed node first
+        todo = f"`upgrader resume` ends the pause, `upgrader acknowledge {halt.split(' ', 1)[0]}` the failure"
+    return f"{paused}, and halted: {halt}{when}; {todo}"
 
 
 def waiting_since(wait: Wait | None, previous: Mapping[str, Any], now: float) -> str | None:

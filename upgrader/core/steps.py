@@ -296,9 +296,15 @@ def uncordon(ctx: NodeContext) -> StepPlan:
     return plan
 
 
-def lost_clock(node: NodeView) -> str | None:
+# A node's clock stamped this far or further ahead of this controller's clock is not trusted: another
+# replica's clock runs ahead (docs/operations.md#which-clock-each-timer-runs-on).
+FUTURE_TOLERANCE = 5.0
+
+
+def lost_clock(node: NodeView, now: float | None = None) -> str | None:
     """Why the node's clock is not its state's: a state label set by hand (the clock names another
-    state), or a clock missing or unreadable. None: the clock is good."""
+    state), a clock missing or unreadable, or (given `now`) one further than FUTURE_TOLERANCE in this
+    controller's future, stamped by a replica whose clock runs ahead. None: the clock is good."""
     recorded = node.annotations.get(SINCE_STATE)
     if node.state is None:
         return None
@@ -307,15 +313,21 @@ def lost_clock(node: NodeView) -> str | None:
     # A node in progress always has a clock; an idle one only once upgrader moved it (the GPU Operator's
     # done nodes never had one, and need none).
     kept = node.state in IN_PROGRESS or recorded is not None
-    if kept and parse_or_none(node.annotations.get(STATE_SINCE)) is None:
+    since = parse_or_none(node.annotations.get(STATE_SINCE))
+    if kept and since is None:
         return f"the clock of {node.state.value} ({STATE_SINCE}) was missing or unreadable"
+    if since is not None and now is not None and since - now > FUTURE_TOLERANCE:
+        return (
+            f"the clock of {node.state.value} ({STATE_SINCE} {node.annotations[STATE_SINCE]}) is "
+            f"{since - now:.0f}s in this controller's future (stamped by a replica whose clock runs ahead?)"
+        )
     return None
 
 
-def clock_set_by_hand(ctx: NodeContext) -> StepPlan | None:
+def clock_set_by_hand(ctx: NodeContext, now: float | None = None) -> StepPlan | None:
     """No wait may count from a clock that is not the state's: this pass starts the state's clock (see
     `conclude`); the step runs from the next."""
-    why = lost_clock(ctx.node)
+    why = lost_clock(ctx.node, now)
     return None if why is None else StepPlan(ctx.node.name, clock_lost=why)
 
 

@@ -139,11 +139,15 @@ class DriverSet:
 
 @dataclass(frozen=True)
 class Control:
-    """What operators set on the status object: pause, and resume acknowledging past failures."""
+    """What operators set (`upgrader pause/resume/acknowledge`, or kubectl, on the control object): a
+    pause, and acknowledged failures, each named by the node and its failure as the controller
+    recorded it (`gpu-upgrader.io/failed-at`, compared as text: no clock is compared). `kept` says why
+    a pause holds though its object is gone (the last status recorded it)."""
 
     paused: bool = False
-    resumed_at: float | None = None
+    acknowledged: Mapping[str, str] = field(default_factory=dict)  # node -> its failed-at when acknowledged
     previous: Mapping[str, Any] = field(default_factory=dict)  # last status written
+    kept: str | None = None
 
 
 @dataclass

@@ -9,8 +9,16 @@ landing also proves nobody took the lease since our previous renewal, even one t
 meanwhile (taking it is a write), so a long pass renews before it writes instead of giving up.
 
 A replica may act only while its last acknowledged renewal is younger than two thirds of the
-duration (`holds`); the rest is margin for a write in flight and clock skew. Between two thirds and
-the whole duration it still holds the lease (`held`: nobody else can take it) but cannot act.
+duration (`holds`); the rest is margin for a write in flight. Between two thirds and the whole
+duration it still holds the lease (`held`: nobody else can take it) but cannot act.
+
+Another replica's Lease is judged as client-go's leader election judges it: by when *this* replica
+last saw the Lease change (its holder, renewTime or duration), on this replica's own clock, never by
+comparing the holder's renewTime with our clock. So a standby whose clock runs ahead cannot take a
+Lease the leader still renews, and a renewTime left in the future by a dead replica expires one
+duration after we first saw it, like any other. A replica that starts (or meets a holder it had not
+seen) therefore waits a whole duration before taking the Lease; a released one (no holder) it takes
+at once.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from upgrader.core.timefmt import parse_or_none, rfc3339_micro
+from upgrader.core.timefmt import rfc3339_micro
 from upgrader.kube.api import ApiError, KubeApi
 
 Obj = dict[str, Any]
@@ -48,6 +56,9 @@ class LeaderElector:
         # The last acknowledged write took the lease rather than renewed our own unchanged one:
         # another replica may have led since our previous renewal.
         self.reacquired = False
+        # Another holder's Lease as we last saw it, and when (our clock) we saw it change.
+        self._observed: tuple[Any, ...] | None = None
+        self.observed_at: float | None = None
 
     @property
     def path(self) -> str:
@@ -121,8 +132,8 @@ class LeaderElector:
             return False
 
     def _acquire(self) -> bool:
-        now = self.clock()  # before the read: judging expiry early errs towards "still held"
         lease = self.api.get(self.path)
+        now = self.clock()  # after the read: a change we see counts from no earlier than its reading
         if lease is None:
             sent = self.clock()
             self._acknowledged(self.api.create(self.path.rsplit("/", 1)[0], self._body(None, sent)), sent)
@@ -130,14 +141,23 @@ class LeaderElector:
             return True
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity")
-        renewed = parse_or_none(spec.get("renewTime")) or 0.0
-        expired = now > renewed + float(spec.get("leaseDurationSeconds") or self.duration)
-        if holder not in (None, "", self.identity) and not expired:
+        if holder not in (None, "", self.identity) and not self.expired(spec, now):
             self._lost()
             return False
         self._write(lease)
         self.reacquired = True
         return True
+
+    def expired(self, spec: Obj, now: float) -> bool:
+        """Whether another holder's Lease has gone unchanged for its whole duration, as this replica saw it."""
+        record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("leaseDurationSeconds"))
+        if record != self._observed or self.observed_at is None:
+            self._observed, self.observed_at = record, now
+        try:
+            duration = float(spec.get("leaseDurationSeconds") or self.duration)
+        except (TypeError, ValueError):
+            duration = self.duration
+        return now - self.observed_at >= duration
 
     def _write(self, current: Obj) -> None:
         sent = self.clock()

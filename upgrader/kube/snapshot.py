@@ -13,7 +13,6 @@ from upgrader.core.gpupods import GpuClaims, claim_index
 from upgrader.core.selectors import parse_label_selector
 from upgrader.core.states import State
 from upgrader.core.steps import NEEDS_PODS
-from upgrader.core.timefmt import parse_or_none
 from upgrader.core.views import Control, PodView, Snapshot, driver_set, node_view, pdb_view, pod_view
 from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import ApiError, KubeApi
@@ -28,18 +27,53 @@ def status_path(settings: Addresses) -> str:
     return f"/api/v1/namespaces/{settings.namespace}/configmaps/{settings.status_configmap}"
 
 
+def control_path(settings: Addresses) -> str:
+    return f"/api/v1/namespaces/{settings.namespace}/configmaps/{settings.control_configmap}"
+
+
+ACKNOWLEDGED_KEY = "acknowledged"  # JSON: node -> its gpu-upgrader.io/failed-at when acknowledged
+
+
 def read_control(api: KubeApi, settings: Addresses) -> Control:
-    cm = api.get(status_path(settings))
-    data = (cm or {}).get("data") or {}
+    """The operators' intent from the control ConfigMap, and the last status from the status one.
+
+    The controller never writes intent. A pause an older `upgrader pause` left in the status ConfigMap
+    (`paused: "true"`) is still honoured, until `upgrader resume`. When the control ConfigMap is gone
+    but the last status says the rollout was paused, the pause stays in force, and the status says why.
+    """
+    status_data = ((api.get(status_path(settings)) or {}).get("data")) or {}
     try:
-        previous = json.loads(data.get("status.json") or "{}")
+        previous = json.loads(status_data.get("status.json") or "{}")
     except ValueError:
         previous = {}
+    if not isinstance(previous, dict):
+        previous = {}
+    control = api.get(control_path(settings))
+    data = (control or {}).get("data") or {}
+    legacy = status_data.get("paused") == "true"
+    kept = None
+    if control is None and previous.get("paused") is True and not legacy:
+        kept = (
+            f"configmap {settings.namespace}/{settings.control_configmap} is gone, and the last status recorded a "
+            "pause: it stays in force"
+        )
     return Control(
-        paused=data.get("paused") == "true",
-        resumed_at=parse_or_none(data.get("resumedAt")),
+        paused=data.get("paused") == "true" or legacy or kept is not None,
+        acknowledged=parse_acknowledged(data.get(ACKNOWLEDGED_KEY)),
         previous=previous,
+        kept=kept,
     )
+
+
+def parse_acknowledged(text: str | None) -> dict[str, str]:
+    """`{"<node>": "<failed-at>"}`; anything else acknowledges nothing (fail closed)."""
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, str)}
 
 
 @contextmanager

@@ -38,7 +38,7 @@ class RolloutRecorder(DisturbedAuditor):
     ) -> list[str]:
         """Every broken promise, as one line each; empty when the rollout kept them all.
 
-        `failures_acknowledged`: an operator ran `upgrader resume` over a failed node, so starts
+        `failures_acknowledged`: an operator acknowledged a failed node (`upgrader acknowledge`), so starts
         after that failure are allowed.
         """
         violations: list[str] = []

@@ -1,0 +1,139 @@
+"""`upgrader pause`, `resume` and `acknowledge`: the operators' intent, in the control ConfigMap
+(`gpu-driver-upgrade-control`, beside the status), which only people and these commands write.
+
+`resume` only unpauses. `acknowledge` names each failure it acknowledges by the node and the failure
+as the controller recorded it (`gpu-upgrader.io/failed-at`, copied as text): a later failure of the
+same node is a new one, and no clock of this machine is compared with the controller's. Each refuses
+(exit 1, one line, nothing written) where no controller has written a status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any
+
+from upgrader.commands.status import Refused, _given, _guarded, locate, read_status
+from upgrader.controller.settings import Settings
+from upgrader.core.states import FAILED_AT, FAILED_REASON, FAILED_STATE, STATE_LABEL, State
+from upgrader.inputs import UsageError
+
+if TYPE_CHECKING:
+    from upgrader.kube.api import KubeApi
+
+
+def _write(api: KubeApi, settings: Settings, data: dict[str, str | None]) -> None:
+    """Merge `data` into the control ConfigMap, creating it (it holds nothing but intent)."""
+    from upgrader.kube.api import ApiError
+    from upgrader.kube.snapshot import control_path
+
+    try:
+        api.patch(control_path(settings), {"data": data})
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": settings.control_configmap,
+                "namespace": settings.namespace,
+                "labels": {"app.kubernetes.io/name": "upgrader"},
+            },
+            "data": {k: v for k, v in data.items() if v is not None},
+        }
+        api.create(f"/api/v1/namespaces/{settings.namespace}/configmaps", body)
+
+
+def _settings(api: KubeApi, args: argparse.Namespace) -> Settings:
+    settings = locate(api, args)
+    read_status(api, settings, _given(args))  # Refused when no controller has written a status
+    return settings
+
+
+def pause(args: argparse.Namespace) -> int:
+    def change(api: KubeApi) -> int:
+        settings = _settings(api, args)
+        _write(api, settings, {"paused": "true"})
+        print(f"paused: no new node starts (configmap {settings.namespace}/{settings.control_configmap})")
+        return 0
+
+    return _guarded("pause", change, args)
+
+
+def resume(args: argparse.Namespace) -> int:
+    def change(api: KubeApi) -> int:
+        from upgrader.kube.snapshot import status_path
+
+        settings = _settings(api, args)
+        _write(api, settings, {"paused": "false"})
+        # An older CLI kept the pause (and a clock-stamped acknowledgement) in the status: gone too.
+        status = (api.get(status_path(settings)) or {}).get("data") or {}
+        if "paused" in status or "resumedAt" in status:
+            api.patch(status_path(settings), {"data": {"paused": None, "resumedAt": None}})
+        failed = _failed_nodes(api)
+        print("resumed: new nodes may start; failures are not acknowledged by resume")
+        acknowledged = _acknowledged(api, settings)
+        waiting = [n for n in failed if acknowledged.get(n["name"]) != n["failed_at"]]
+        if waiting:
+            names = ", ".join(n["name"] for n in waiting)
+            print(f"still upgrade-failed, not acknowledged: {names} (`upgrader acknowledge <node>`)")
+        return 0
+
+    return _guarded("resume", change, args)
+
+
+def acknowledge(args: argparse.Namespace) -> int:
+    if bool(args.nodes) == bool(args.all):
+        raise UsageError("acknowledge: name the failed nodes, or give --all (not both)")
+
+    def change(api: KubeApi) -> int:
+        settings = _settings(api, args)
+        failed = {n["name"]: n for n in _failed_nodes(api)}
+        wanted = sorted(failed) if args.all else list(dict.fromkeys(args.nodes))
+        if not wanted:
+            raise Refused("no node is upgrade-failed: nothing to acknowledge")
+        for name in wanted:
+            if name not in failed:
+                raise Refused(f"node {name} is not upgrade-failed (nothing written)")
+            if not failed[name]["failed_at"]:
+                raise Refused(
+                    f"node {name} has no failure recorded yet ({FAILED_AT}): the controller records it on its next "
+                    "pass (nothing written)"
+                )
+        current = {k: v for k, v in _acknowledged(api, settings).items() if k in failed}  # drop recovered nodes
+        current.update({name: failed[name]["failed_at"] for name in wanted})
+        _write(api, settings, {"acknowledged": json.dumps(current, sort_keys=True)})
+        for name in wanted:
+            node = failed[name]
+            where = f" in {node['state']}" if node["state"] else ""
+            print(f"acknowledged {name}: upgrade-failed{where} at {node['failed_at']}: {node['reason']}")
+        return 0
+
+    return _guarded("acknowledge", change, args)
+
+
+def _acknowledged(api: KubeApi, settings: Settings) -> dict[str, str]:
+    from upgrader.kube.snapshot import ACKNOWLEDGED_KEY, control_path, parse_acknowledged
+
+    data = (api.get(control_path(settings)) or {}).get("data") or {}
+    return parse_acknowledged(data.get(ACKNOWLEDGED_KEY))
+
+
+def _failed_nodes(api: KubeApi) -> list[dict[str, Any]]:
+    """The upgrade-failed nodes and their failure, as the controller recorded it on them."""
+    items = api.list("/api/v1/nodes", label_selector=f"{STATE_LABEL}={State.FAILED.value}").get("items", [])
+    out = []
+    for item in items:
+        meta = item.get("metadata") or {}
+        notes = meta.get("annotations") or {}
+        out.append(
+            {
+                "name": str(meta.get("name", "")),
+                "failed_at": str(notes.get(FAILED_AT, "")),
+                "state": str(notes.get(FAILED_STATE, "")),
+                "reason": str(notes.get(FAILED_REASON, "(no reason recorded)")),
+            }
+        )
+    return sorted(out, key=lambda n: n["name"])
+
