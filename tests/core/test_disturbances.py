@@ -11,6 +11,7 @@ from upgrader.core.rollout import conclude, plan_steps
 from upgrader.core.starts import start_nodes
 from upgrader.core.states import (
     OPERATOR_INITIAL_UNSCHEDULABLE,
+    OUR_CORDON,
     SINCE_STATE,
     STARTED_AT,
     STATE_LABEL,
@@ -31,16 +32,17 @@ def test_a_node_someone_uncordoned_mid_upgrade_is_cordoned_again_and_the_cordon_
     ((_, plan),) = plan_steps(snapshot([view], [driver_pod(), gpu_pod("train-0")]), policy())
     # The record before the cordon (found by the property search): a crash between the two writes must
     # leave our cordon recorded as ours, not as the admin's.
-    assert plan.attempts[:3] == [
-        Annotate("n1", {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None}),
-        SetUnschedulable("n1", True),
+    assert plan.attempts[:2] == [
+        SetUnschedulable(
+            "n1", True, {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None, OUR_CORDON: "true"}
+        ),
         Event(
             "n1",
             "Warning",
             "cordoned again: someone uncordoned the node in pod-deletion-required, before its upgrade ended",
         ),
     ]
-    assert isinstance(plan.attempts[3], Evict)
+    assert isinstance(plan.attempts[2], Evict)
 
 
 def test_a_retry_of_a_node_someone_uncordoned_meanwhile_records_the_new_cordon_as_ours() -> None:

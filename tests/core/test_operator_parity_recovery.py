@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from upgrader.core.actions import (
-    Annotate,
     SetUnschedulable,
     Transition,
 )
@@ -19,6 +18,7 @@ from upgrader.core.states import (
     FAILED_REASON,
     FAILED_STATE,
     OPERATOR_INITIAL_UNSCHEDULABLE,
+    OUR_CORDON,
     SKIP_LABEL,
     STARTED_AT,
     STATE_SINCE,
@@ -146,10 +146,9 @@ def test_a_failed_node_someone_uncordoned_is_cordoned_again_before_it_validates(
     marks[OPERATOR_INITIAL_UNSCHEDULABLE] = "true"
     view = node(state=S.FAILED, unschedulable=False, annotations=marks)
     actions = detect(snapshot([view], [driver_pod(revision=NEW, uid="fixed")]), policy(maxParallelUpgrades=1), T0)
-    assert actions[:2] == [
-        Annotate("n1", {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None}),
-        SetUnschedulable("n1", True),
-    ]
+    assert actions[0] == SetUnschedulable(
+        "n1", True, {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None, OUR_CORDON: "true"}
+    )
     (moved,) = [a for a in actions if isinstance(a, Transition)]
     assert (moved.source, moved.target) == (S.FAILED, S.VALIDATION_REQUIRED)
     assert moved.annotations[WAS_UNSCHEDULABLE] == "false" and moved.annotations[OPERATOR_INITIAL_UNSCHEDULABLE] is None

@@ -35,6 +35,7 @@ from upgrader.core.states import (
     GPU_BEFORE,
     HELD,
     OPERATOR_INITIAL_UNSCHEDULABLE,
+    OUR_CORDON,
     PER_UPGRADE,
     REQUESTED_ANNOTATION,
     RESTART_ONLY,
@@ -68,7 +69,9 @@ S = State
 # ----- start ---------------------------------------------------------------------------------------------
 
 
-def _start_annotations(now: float, was: str, before: str | None, target: str | None = NEW) -> dict[str, Any]:
+def _start_annotations(
+    now: float, was: str, before: str | None, target: str | None = NEW, schedulable: bool = True
+) -> dict[str, Any]:
     return {
         STATE_SINCE: at(now - T0),
         STARTED_AT: at(now - T0),
@@ -87,6 +90,7 @@ def _start_annotations(now: float, was: str, before: str | None, target: str | N
         BLOCKED_REASON: None,
         BLOCKED_SINCE: None,
         **dict.fromkeys(HELD),  # the preflight's hold record (core/preflight.py) goes with the start
+        **({OUR_CORDON: None} if schedulable else {}),  # no cordon now: an old mark is no one's
     }
 
 
@@ -94,7 +98,7 @@ def _start_annotations(now: float, was: str, before: str | None, target: str | N
     ("view", "annotations"),
     [
         (node(zone="a"), _start_annotations(T0 + 9, "false", "8")),
-        (node(zone="a", unschedulable=True), _start_annotations(T0 + 9, "true", "8")),
+        (node(zone="a", unschedulable=True), _start_annotations(T0 + 9, "true", "8", schedulable=False)),
         (node(zone="a", gpus=None), _start_annotations(T0 + 9, "false", None)),
         # A retried node keeps what it was like before upgrader first touched it.
         (
@@ -104,7 +108,7 @@ def _start_annotations(now: float, was: str, before: str | None, target: str | N
                 gpus="0",
                 annotations={WAS_UNSCHEDULABLE: "false", GPU_BEFORE: "8"},
             ),
-            _start_annotations(T0 + 9, "false", "8"),
+            _start_annotations(T0 + 9, "false", "8", schedulable=False),
         ),
     ],
 )

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.actions import Annotate, Outcome, Result, SetUnschedulable, Transition
+from upgrader.core.actions import Annotate, Event, Outcome, Result, SetUnschedulable, Transition
 from upgrader.core.policy import Policy
 from upgrader.core.states import (
     BLOCKED_KIND,
@@ -18,6 +18,7 @@ from upgrader.core.states import (
     FAILED_KIND,
     GPU_BEFORE,
     OPERATOR_INITIAL_UNSCHEDULABLE,
+    OUR_CORDON,
     PER_UPGRADE,
     REQUESTED_ANNOTATION,
     STARTED_AT,
@@ -25,6 +26,7 @@ from upgrader.core.states import (
     TARGET_REVISION,
     WAS_UNSCHEDULABLE,
 )
+from upgrader.core.steps import OURS
 
 from .factories import NEW, T0, at, node, run_step, snapshot, step, transition
 from .steps_fixtures import S, blocked, moved
@@ -35,20 +37,48 @@ from .steps_fixtures import S, blocked, moved
 def test_cordon_marks_the_node_unschedulable_then_moves_on() -> None:
     view = node(state=S.CORDON_REQUIRED, since=0, annotations={WAS_UNSCHEDULABLE: "false"})
     plan, actions = run_step(snapshot([view]), now=T0 + 5)
-    assert plan.attempts == [SetUnschedulable("n1", True)]
+    assert plan.attempts == [SetUnschedulable("n1", True, OURS)]
     assert actions == [moved(S.CORDON_REQUIRED, S.WAIT_FOR_JOBS_REQUIRED, T0 + 5)]
 
 
 @pytest.mark.parametrize("record", [None, "true"])
-def test_a_cordon_upgrader_sets_itself_is_recorded_as_its_own_first(record: str | None) -> None:
+def test_a_cordon_upgrader_sets_itself_is_recorded_as_its_own_in_the_same_request(record: str | None) -> None:
     """Found by the property search: an admin's cordon at the start, lifted by the admin before upgrader
-    cordoned: the cordon upgrader sets is its own and is lifted at the end. The record goes first."""
+    cordoned: the cordon upgrader sets is its own and is lifted at the end. The record and upgrader's
+    mark go in the cordon's own request (guarded by the node's resourceVersion)."""
     marks = {} if record is None else {WAS_UNSCHEDULABLE: record, OPERATOR_INITIAL_UNSCHEDULABLE: "true"}
     plan, _ = run_step(snapshot([node(state=S.CORDON_REQUIRED, since=0, annotations=marks)]), now=T0 + 5)
     assert plan.attempts == [
-        Annotate("n1", {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None}),
-        SetUnschedulable("n1", True),
+        SetUnschedulable(
+            "n1", True, {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None, OUR_CORDON: "true"}
+        ),
     ]
+
+
+def test_a_cordon_someone_set_after_the_start_before_ours_is_theirs_and_stays() -> None:
+    """The race: the start recorded a schedulable node; an admin cordoned it before upgrader's cordon.
+    No mark of upgrader's is on it, so the cordon is the admin's: recorded so, said, and kept."""
+    view = node(state=S.CORDON_REQUIRED, since=0, unschedulable=True, annotations={WAS_UNSCHEDULABLE: "false"})
+    plan, actions = run_step(snapshot([view]), now=T0 + 5)
+    assert plan.attempts == [
+        Annotate("n1", {WAS_UNSCHEDULABLE: "true", OPERATOR_INITIAL_UNSCHEDULABLE: "true"}),
+        Event(
+            "n1",
+            "Warning",
+            "cordoned by someone else after its upgrade started, before upgrader's cordon: it stays cordoned after "
+            "the upgrade",
+        ),
+    ]
+    assert actions == [moved(S.CORDON_REQUIRED, S.WAIT_FOR_JOBS_REQUIRED, T0 + 5)]
+
+
+def test_upgraders_own_cordon_found_after_a_crash_is_still_its_own() -> None:
+    """Our cordon landed (with its mark) and the process died before the transition: still ours."""
+    marks = {WAS_UNSCHEDULABLE: "false", OUR_CORDON: "true"}
+    plan, actions = run_step(snapshot([node(state=S.CORDON_REQUIRED, since=0, unschedulable=True, annotations=marks)]),
+                             now=T0 + 5)
+    assert plan.attempts == []
+    assert actions == [moved(S.CORDON_REQUIRED, S.WAIT_FOR_JOBS_REQUIRED, T0 + 5)]
 
 
 def test_cordon_skips_the_patch_when_already_unschedulable() -> None:
@@ -80,7 +110,7 @@ UPGRADE_ANNOTATIONS = {
 @pytest.mark.parametrize(
     ("was", "unschedulable", "attempts"),
     [
-        ("false", True, [SetUnschedulable("n1", False)]),
+        ("false", True, [SetUnschedulable("n1", False, {OUR_CORDON: None})]),
         ("true", True, []),  # someone else had cordoned it before us: it stays cordoned
         ("false", False, []),  # already schedulable
         (None, False, []),  # someone uncordoned it: nothing to decide

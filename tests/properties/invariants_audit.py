@@ -183,8 +183,12 @@ class Audit:
             self._bad(world, f"{node.name} uncordoned in {node.state}")
         if node.foreign_cordon and node.foreign_cordon_seq < node.started_seq:
             self._bad(world, f"{node.name} was cordoned by someone else before upgrader started it, and got uncordoned")
-        # A cordon someone else added between upgrader's start and its own cordon step is lifted:
-        # upgrader cannot tell it from its own (which may have landed just before a crash).
+        if node.foreign_cordon and node.our_cordon_seq < node.started_seq <= node.foreign_cordon_seq:
+            # The window between the start's record and upgrader's own cordon (docs/policy.md#a-cordon-race).
+            self._bad(world, f"{node.name} was cordoned by someone else after its start, before upgrader's cordon, "
+                      "and got uncordoned")
+        # Left: someone else lifting upgrader's cordon and cordoning the node again between two passes.
+        # The node then looks exactly as upgrader left it (its record and mark), so that cordon is lifted.
 
     def _evict(self, world: World, node: WNode, action: Evict) -> None:
         pod = world.pods[action.uid]

@@ -93,9 +93,12 @@ class WorldApiServer(WorldState):
         elif isinstance(action, SetUnschedulable):
             node = self.nodes[action.node]
             node.unschedulable = action.unschedulable
+            _merge(node.annotations, action.record)  # the record lands in the same request as the cordon
             node.uncordoned_by_other = False
             if not action.unschedulable:
                 node.foreign_cordon = False  # one bit: whoever's cordon it was is gone
+            else:
+                node.our_cordon_seq = self.seq
             node.resource_version += 1
         elif isinstance(action, Evict | DeletePod):
             pod = next(p for p in self.pods.values() if p.uid == action.uid)

@@ -88,6 +88,7 @@ class WNode:
     record_lost: bool = False  # someone removed upgrader's cordon record since it last started the node
     progress_seq: int = -1  # world sequence number of upgrader moving it into progress (start, recovery)
     foreign_cordon_seq: int = -1  # world sequence number of that cordon
+    our_cordon_seq: int = -1  # world sequence number of upgrader's last cordon
     # Upgrader's start of the node's current upgrade cycle (a retried failure continues the cycle:
     # its cordon is upgrader's own, and upgrader cannot tell a cordon added in between from it).
     started_seq: int = -1  # world sequence number of that start

@@ -37,8 +37,12 @@ class Annotate:
 
 @dataclass(frozen=True)
 class SetUnschedulable:
+    """Cordon or uncordon, with `record` (annotations) in the same request: a cordon and the record
+    that says whose it is never land apart."""
+
     node: str
     unschedulable: bool
+    record: Mapping[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
-from upgrader.core.steps import lost_clock
+from upgrader.core.steps import OURS, lost_clock
 from upgrader.core.timefmt import rfc3339
 from upgrader.core.views import NodeView, PodView, Snapshot
 
@@ -189,9 +189,8 @@ def recover(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> l
     if node.unschedulable:
         return [recovered]
     # Someone uncordoned the failed node: validation happens cordoned, like every state up to the
-    # uncordon, so the cordon goes back first, recorded as upgrader's (the record before the cordon).
-    marks = {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None}
-    return [Annotate(node.name, marks), SetUnschedulable(node.name, True), recovered]
+    # uncordon, so the cordon goes back first, recorded as upgrader's in the same request.
+    return [SetUnschedulable(node.name, True, OURS), recovered]
 
 
 def unfinished_cycle(node: NodeView) -> str | None:

@@ -351,5 +351,6 @@ def project(snapshot: Snapshot, applied: Iterable[Action]) -> Snapshot:
             nodes[action.node] = nodes[action.node].with_changes(None, action.annotations)
         elif isinstance(action, SetUnschedulable) and action.node in nodes:
             # A recovery's cordon: the steps that follow in the same pass must not cordon it again.
-            nodes[action.node] = replace(nodes[action.node], unschedulable=action.unschedulable)
+            changed = nodes[action.node].with_changes(None, action.record)
+            nodes[action.node] = replace(changed, unschedulable=action.unschedulable)
     return replace(snapshot, nodes=nodes)

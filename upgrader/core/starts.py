@@ -27,6 +27,7 @@ from upgrader.core.states import (
     GPU_BEFORE,
     HELD,
     OPERATOR_INITIAL_UNSCHEDULABLE,
+    OUR_CORDON,
     RESTART_ONLY,
     STARTED_AT,
     STATE_SINCE,
@@ -100,6 +101,8 @@ def start_nodes(
             **CLEAR_BLOCK,
             **dict.fromkeys(HELD),
         }
+        if not node.unschedulable:
+            annotations[OUR_CORDON] = None  # no cordon now: a mark left from an earlier try is no one's
         how = f"restart-only upgrade (DRIVER_CONFIG_DIGEST {digest} unchanged)" if digest else "upgrade"
         message = f"starting {how} in domain {schedule.current_domain}"
         actions.append(fire(name, State.UPGRADE_REQUIRED, "start", annotations=annotations, message=message))

@@ -68,6 +68,9 @@ STATE_SINCE = _A + "state-since"  # when the node entered its current state (RFC
 SINCE_STATE = _A + "since-state"  # the state STATE_SINCE was stamped for: a label set by hand differs
 STARTED_AT = _A + "started-at"  # when the node left upgrade-required
 WAS_UNSCHEDULABLE = _A + "was-unschedulable"  # "true": someone else had cordoned it before us
+# "true": the cordon on the node is upgrader's. Written in the same guarded request as the cordon, so a
+# cordon without it that appears after the start was someone else's (docs/policy.md#a-cordon-race).
+OUR_CORDON = _A + "cordoned-by-upgrader"
 GPU_BEFORE = _A + "gpu-allocatable-before"  # nvidia.com/gpu allocatable when we started
 DRIVER_POD_UID = _A + "driver-pod-uid"  # the driver pod to restart (recorded on entering restart)
 DRIVER_DELETED_AT = _A + "driver-deleted-at"  # when we deleted it: the restart timeout counts from here
@@ -95,6 +98,7 @@ RESTART_ONLY = _A + "restart-only"
 PER_UPGRADE = (
     STARTED_AT,
     WAS_UNSCHEDULABLE,
+    OUR_CORDON,
     GPU_BEFORE,
     DRIVER_POD_UID,
     DRIVER_DELETED_AT,

@@ -18,6 +18,7 @@ from upgrader.core.states import (
     DRIVER_POD_UID,
     IN_PROGRESS,
     OPERATOR_INITIAL_UNSCHEDULABLE,
+    OUR_CORDON,
     RESTART_ONLY,
     SINCE_STATE,
     STATE_SINCE,
@@ -64,16 +65,28 @@ def _pdb_for(pod: PodView, pdbs: list[PdbView]) -> PdbView | None:
 # ----- the states ---------------------------------------------------------------------------------
 
 
+# Upgrader's cordon and its record, written in one request guarded by the node's resourceVersion.
+OURS: Mapping[str, str | None] = {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None, OUR_CORDON: "true"}
+
+
 def cordon(ctx: NodeContext) -> StepPlan:
+    """Cordon, the record in the same request (whoever had cordoned it before the start uncordoned it
+    since: this cordon is ours). A node cordoned since the start said it was not, without our mark,
+    was cordoned by someone else in between: that cordon is theirs, and stays after the upgrade."""
     plan = StepPlan(ctx.node.name, trigger="cordoned")
-    if not ctx.node.unschedulable:
-        # Whoever had cordoned it before the start uncordoned it since: this cordon is ours. The
-        # record first, so a crash between the writes cannot leave our cordon recorded as theirs.
-        if ctx.node.annotations.get(WAS_UNSCHEDULABLE) != "false":
-            plan.attempts.append(
-                Annotate(ctx.node.name, {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None})
+    node = ctx.node
+    if not node.unschedulable:
+        plan.attempts.append(SetUnschedulable(node.name, True, OURS))
+    elif node.annotations.get(WAS_UNSCHEDULABLE) == "false" and node.annotations.get(OUR_CORDON) != "true":
+        plan.attempts.append(Annotate(node.name, {WAS_UNSCHEDULABLE: "true", OPERATOR_INITIAL_UNSCHEDULABLE: "true"}))
+        plan.attempts.append(
+            Event(
+                node.name,
+                "Warning",
+                "cordoned by someone else after its upgrade started, before upgrader's cordon: it stays cordoned "
+                "after the upgrade",
             )
-        plan.attempts.append(SetUnschedulable(ctx.node.name, True))
+        )
     return plan
 
 
@@ -292,7 +305,7 @@ def uncordon(ctx: NodeContext) -> StepPlan:
             f"cordoned: uncordon it yourself if upgrader cordoned it, or annotate {WAS_UNSCHEDULABLE}=false",
         )
         return plan
-    plan.attempts.append(SetUnschedulable(ctx.node.name, False))
+    plan.attempts.append(SetUnschedulable(ctx.node.name, False, {OUR_CORDON: None}))
     return plan
 
 
@@ -337,10 +350,9 @@ def keep_cordoned(ctx: NodeContext, plan: StepPlan) -> StepPlan:
     if ctx.node.unschedulable or ctx.node.state not in KEPT_CORDONED:
         return plan
     name, state = ctx.node.name, ctx.node.state.value
-    # The record first: a crash between the two writes must not leave our cordon recorded as someone else's.
+    # The record in the same request: our cordon is never recorded as someone else's, nor theirs as ours.
     plan.attempts[:0] = [
-        Annotate(name, {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None}),
-        SetUnschedulable(name, True),
+        SetUnschedulable(name, True, OURS),
         Event(name, "Warning", f"cordoned again: someone uncordoned the node in {state}, before its upgrade ended"),
     ]
     return plan

@@ -113,6 +113,8 @@ class Applier:
         version = (self.nodes.get(action.node, {}).get("metadata") or {}).get("resourceVersion")
         if version:
             patch["metadata"] = {"resourceVersion": version}
+        if action.record:  # a merge patch: None removes the key
+            patch.setdefault("metadata", {})["annotations"] = dict(action.record)
         return patch
 
     def _annotation_ops(self, name: str, annotations: dict[str, str | None] | Any) -> list[Obj]:
