@@ -129,7 +129,8 @@ def test_upgrader_from_file_max_mib_sets_the_bound(tmp_path: Path, monkeypatch: 
     cluster.store.mutate(cluster.type("nodes"), None, "gpu-a-01",
                          lambda n: n["metadata"].setdefault("annotations", {}).__setitem__("note", "x" * MIB))
     items = [o for plural, group in (("nodes", ""), ("pods", ""), ("poddisruptionbudgets", "policy"),
-                                     ("daemonsets", "apps"), ("controllerrevisions", "apps"))
+                                     ("daemonsets", "apps"), ("controllerrevisions", "apps"),
+                                     ("clusterpolicies", "nvidia.com"))
              for o in cluster.store.list(cluster.type(plural, group)).items]
     path = _write(tmp_path / "fleet.json", json.dumps({"kind": "List", "items": items}))
     size = Path(path).stat().st_size

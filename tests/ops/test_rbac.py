@@ -59,11 +59,28 @@ def allowed(need: Grant, granted: set[Grant]) -> Grant | None:
     return None
 
 
-def run_controller(scenario: str, seconds: int, dra: bool = False) -> list[RequestRecord]:
+def _mixed_owners(cluster: EmulatedCluster) -> None:
+    """One driver DaemonSet an NVIDIADriver owns, the other owned by nothing: the interlocks then GET the
+    NVIDIADriver and LIST the ClusterPolicies (core/interlocks.py)."""
+    driver = cluster.create("nvidiadrivers", {"metadata": {"name": "r550"}, "spec": {}}, None, "nvidia.com", "v1alpha1")
+    owner = {"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver", "name": "r550",
+             "uid": driver["metadata"]["uid"], "controller": True}
+    rtype = cluster.type("daemonsets", "apps")
+    names = sorted(d["metadata"]["name"] for d in cluster.store.objects(rtype, "gpu-operator")
+                   if "nvidia-driver" in d["metadata"]["name"])
+    for name, refs in zip(names, ([owner], []), strict=False):
+        cluster.store.mutate(
+            rtype, "gpu-operator", name, lambda d, r=refs: d["metadata"].__setitem__("ownerReferences", r)
+        )
+
+
+def run_controller(scenario: str, seconds: int, dra: bool = False, mixed_owners: bool = False) -> list[RequestRecord]:
     cluster = EmulatedCluster.virtual()
     build(cluster, scenario)
     if dra:
         add_dra_pod(cluster)
+    if mixed_owners:
+        _mixed_owners(cluster)
     cluster.create("namespaces", {"metadata": {"name": NAMESPACE}})
     settings = Settings(namespace=NAMESPACE, identity="rbac-check")
     api = KubeApi(cluster.client(), sleep=lambda _: None)
@@ -94,7 +111,11 @@ def run_controller(scenario: str, seconds: int, dra: bool = False) -> list[Reque
 
 @pytest.fixture(scope="module")
 def requests() -> list[RequestRecord]:
-    return run_controller("healthy", 150, dra=True) + run_controller("pdb-blocked", 20)
+    return (
+        run_controller("healthy", 150, dra=True)
+        + run_controller("pdb-blocked", 20)
+        + run_controller("healthy", 5, mixed_owners=True)
+    )
 
 
 def test_every_request_the_controller_makes_is_granted(requests: list[RequestRecord]) -> None:

@@ -16,7 +16,7 @@ from upgrader.sim.fleets.scenarios import build
 
 KINDS = [("nodes", "", "v1"), ("pods", "", "v1"), ("poddisruptionbudgets", "policy", "v1"),
          ("daemonsets", "apps", "v1"), ("controllerrevisions", "apps", "v1"), ("jobs", "batch", "v1"),
-         ("nvidiadrivers", "nvidia.com", "v1alpha1")]
+         ("nvidiadrivers", "nvidia.com", "v1alpha1"), ("clusterpolicies", "nvidia.com", "v1")]
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 

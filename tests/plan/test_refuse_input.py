@@ -27,10 +27,10 @@ from upgrader.sim.fleets.builders import node_object
 from upgrader.sim.fleets.scenarios import build
 
 EXPORT = "kubectl get nodes,pods,pdb,daemonsets,controllerrevisions,jobs -A -o json"
-ALL_KINDS = "nodes,pods,pdb,daemonsets,controllerrevisions,jobs"
+ALL_KINDS = "nodes,pods,pdb,daemonsets,controllerrevisions,jobs,clusterpolicies"
 KINDS = [("nodes", "", "v1"), ("pods", "", "v1"), ("poddisruptionbudgets", "policy", "v1"),
          ("daemonsets", "apps", "v1"), ("controllerrevisions", "apps", "v1"), ("jobs", "batch", "v1"),
-         ("nvidiadrivers", "nvidia.com", "v1alpha1")]
+         ("clusterpolicies", "nvidia.com", "v1"), ("nvidiadrivers", "nvidia.com", "v1alpha1")]
 DS_105 = "gpu-operator/nvidia-driver-daemonset-5.15.0-105-generic-ubuntu22.04"
 ZONES = "(zones: us-east-1a, us-east-1b, us-east-1c)"
 PDB_NOTE = ("upgrader: note: --from-file {path} has no PodDisruptionBudgets: the plan takes it the cluster has none; "
@@ -129,7 +129,7 @@ def test_an_export_without_pdbs_is_planned_with_a_note(served: tuple[EmulatedClu
     """A kubectl List carries only items: none may be a cluster without budgets. The plan goes on and says
     what it took for granted."""
     _, kubeconfig = served
-    path = kubectl(kubeconfig, tmp_path, "nodes,pods,daemonsets,controllerrevisions,jobs", "-A")
+    path = kubectl(kubeconfig, tmp_path, "nodes,pods,daemonsets,controllerrevisions,jobs,clusterpolicies", "-A")
     code, out, err = run(["plan", "--dry-run", "--from-file", path, "-o", "json"], capsys)
     assert (code, err) == (0, PDB_NOTE.format(path=path))
     assert json.loads(out)["summary"]["to_upgrade"] == 6

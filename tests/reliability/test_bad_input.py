@@ -50,7 +50,7 @@ class Target:
 
 LIST_KINDS = [("nodes", "", "v1"), ("pods", "", "v1"), ("poddisruptionbudgets", "policy", "v1"),
               ("daemonsets", "apps", "v1"), ("controllerrevisions", "apps", "v1"), ("jobs", "batch", "v1"),
-              ("nvidiadrivers", "nvidia.com", "v1alpha1")]
+              ("nvidiadrivers", "nvidia.com", "v1alpha1"), ("clusterpolicies", "nvidia.com", "v1")]
 
 
 def _writes(cluster: EmulatedCluster) -> list[Any]:

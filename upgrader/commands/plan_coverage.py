@@ -54,14 +54,26 @@ def check_file(name: str, kinds: Set[str], pods: Sequence[Obj]) -> None:
         )
 
 
-def file_notes(name: str, kinds: Set[str]) -> list[str]:
+def file_notes(name: str, kinds: Set[str], daemonsets: Sequence[Obj] = ()) -> list[str]:
     """What a file left open that a cluster may well have none of, and what the plan took for granted."""
-    if "PodDisruptionBudget" in kinds:
-        return []
-    return [
-        f"--from-file {name} has no PodDisruptionBudgets: the plan takes it the cluster has none; if the kubectl "
-        "get left out pdb, evictions a budget would refuse are not shown"
-    ]
+    notes = []
+    if "PodDisruptionBudget" not in kinds:
+        notes.append(
+            f"--from-file {name} has no PodDisruptionBudgets: the plan takes it the cluster has none; if the kubectl "
+            "get left out pdb, evictions a budget would refuse are not shown"
+        )
+    owned = any(
+        isinstance(r, dict) and r.get("kind") == "ClusterPolicy"
+        for ds in daemonsets
+        for r in (ds.get("metadata") or {}).get("ownerReferences") or ()
+    )
+    if owned and "ClusterPolicy" not in kinds:  # its DaemonSets say there is one: the export left it out
+        notes.append(
+            f"--from-file {name} has no ClusterPolicy, though a ClusterPolicy owns its driver DaemonSets: whether "
+            "the GPU Operator's own upgrade controller is on (autoUpgrade) is not checked; add clusterpolicies to "
+            "the kubectl get"
+        )
+    return notes
 
 
 def say_notes(notes: Sequence[str]) -> None:

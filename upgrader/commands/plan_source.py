@@ -15,6 +15,7 @@ from upgrader.core.driver_selectors import DriverResource, driver_resource
 from upgrader.core.fleet import fleet
 from upgrader.core.gpupods import claim_index, is_gpu_resource
 from upgrader.core.input_errors import printable, yaml_where
+from upgrader.core.interlocks import CLUSTER_POLICY, NVIDIA_DRIVER, judge, operator_upgrade
 from upgrader.core.policy import Policy
 from upgrader.core.policy_fleet import fleet_problem, refusal
 from upgrader.core.selectors import SelectorError, parse_label_selector
@@ -33,6 +34,7 @@ KINDS = {
     "DaemonSet": "daemonsets",
     "ControllerRevision": "revisions",
     "NVIDIADriver": "nvidiadrivers",
+    "ClusterPolicy": "clusterpolicies",
     "Job": "jobs",
     "ResourceClaim": "claims",
 }
@@ -46,6 +48,7 @@ class PlanInput:
     daemonsets: list[Obj] = field(default_factory=list)
     revisions: list[Obj] = field(default_factory=list)
     nvidiadrivers: list[Obj] = field(default_factory=list)
+    clusterpolicies: list[Obj] = field(default_factory=list)
     jobs: list[Obj] = field(default_factory=list)
     claims: list[Obj] | None = field(default_factory=list)  # None: the cluster would not list them
     file: str | None = None  # where it was read from; None: the live cluster
@@ -153,7 +156,7 @@ def from_file(name: str, limit: int = FROM_FILE_MAX_MIB * MIB) -> PlanInput:
     if not out.nodes:
         raise ConfigError(f"--from-file {name}: no Node objects in it (include nodes in the kubectl get)")
     plan_coverage.check_file(name, out.kinds, out.pods)
-    plan_coverage.say_notes(plan_coverage.file_notes(name, out.kinds))
+    plan_coverage.say_notes(plan_coverage.file_notes(name, out.kinds, out.daemonsets))
     out.file = name
     return out
 
@@ -281,6 +284,12 @@ def from_cluster(api: KubeApi, settings: Settings) -> PlanInput:
         if exc.status != 404:  # no NVIDIADriver CRD installed: nothing to check
             raise
     try:
+        out.clusterpolicies = api.list("/apis/nvidia.com/v1/clusterpolicies").get("items", [])
+        out.kinds.add("ClusterPolicy")
+    except ApiError as exc:
+        if exc.status != 404:  # no GPU Operator ClusterPolicy CRD: no upgrade controller of its own
+            raise
+    try:
         out.claims = api.list(CLAIMS_PATH).get("items", [])
         out.kinds.add("ResourceClaim")
     except ApiError as exc:
@@ -350,13 +359,17 @@ def to_snapshot(
         if pod.owner_kind == "DaemonSet" and (pod.namespace, pod.owner_name) in driver_names:
             driver_pods.setdefault(node, []).append(pod)
     pdbs = [v for p in data.pdbs if (v := pdb_view(p)) is not None]
+    sets = [driver_set(d, data.revisions) for d in driver_ds]
+    upgrades = [operator_upgrade(CLUSTER_POLICY, o) for o in data.clusterpolicies]
+    upgrades += [operator_upgrade(NVIDIA_DRIVER, o) for o in data.nvidiadrivers]
     snapshot = Snapshot(
         nodes=nodes,
         driver_pods=driver_pods,
         node_pods=node_pods,
         pdbs=pdbs,
-        driver_sets=[driver_set(d, data.revisions) for d in driver_ds],
+        driver_sets=sets,
         gpu_claims=None if data.claims is None else claim_index(data.claims),
+        interlocks=judge(upgrades, sets),
     )
     plan_coverage.check_coverage(data.file, data.kinds, driver_ds, snapshot, settings)
     if keep is not None and (problem := fleet_problem(keep.policy, fleet(snapshot).managed)) is not None:

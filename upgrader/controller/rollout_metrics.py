@@ -41,6 +41,8 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "upgrader_domain_nodes": ("Managed GPU nodes per failure domain and upgrade state.", ("domain", "state")),
     "upgrader_rollout_phase": ("1 for the rollout's current phase, 0 for the others.", ("phase",)),
     "upgrader_rollout_halted": ("1 while the rollout is halted: no new node starts.", ()),
+    "upgrader_interlocks": ("What stands between upgrader and the drivers (the GPU Operator's upgrade controller on, "
+                            "a driver DaemonSet not OnDelete): while above 0, no node is written.", ()),
     "upgrader_rollout_waiting": ("1 for what no node starting waits on now (status waiting_on.reason), 0 for the "
                                  "other reasons.", ("reason",)),
     "upgrader_blocked_nodes": ("Nodes blocked right now, by reason.", ("reason",)),
@@ -106,6 +108,7 @@ def families(status: dict[str, Any], now: float) -> Iterable[Metric]:
     for phase in PHASES:
         family["upgrader_rollout_phase"].add_metric([phase], 1 if status.get("phase") == phase else 0)
     family["upgrader_rollout_halted"].add_metric([], 1 if status.get("phase") == "Halted" else 0)
+    family["upgrader_interlocks"].add_metric([], len(status.get("interlocks") or []))
     waiting = (status.get("waiting_on") or {}).get("reason")
     for reason in WAIT_REASONS:
         family["upgrader_rollout_waiting"].add_metric([reason], 1 if waiting == reason else 0)

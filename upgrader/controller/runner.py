@@ -70,6 +70,8 @@ def check_policy_against_cluster(controller: Controller, policy_path: str | None
     problem = fleet_problem(controller.policy, fleet(snapshot).managed)
     if problem is not None:
         raise ConfigError(refusal(problem, policy_path))
+    if snapshot.interlocks:  # another writer drives the drivers: refuse, naming it and what turns it off
+        raise ConfigError(f"refusing to run: {snapshot.interlocks[0].text}")
     say_holds(controller, snapshot)
     warn_when_unfit(controller)
 

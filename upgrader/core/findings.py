@@ -23,6 +23,8 @@ KINDS = (
     "max-unavailable-zero",
     "insufficient-gpu-capacity",
     "preflight-input",
+    "gpu-operator-auto-upgrade",
+    "driver-update-strategy",
 )
 
 

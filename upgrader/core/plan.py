@@ -180,6 +180,8 @@ def build_plan(
     findings = [f for p in plans.values() for f in p.findings]
     never = [p.name for p in plans.values() if p.action == "upgrade" and p.wave is None]
     findings.extend(budget_findings(policy, never))
+    # Another writer would drive the drivers: `run` refuses to start (core/interlocks.py).
+    findings.extend(Finding(i.kind, BLOCKING, None, i.text) for i in snapshot.interlocks)
     for finding in selector_findings(driver_resources, gpu_nodes(snapshot.nodes.values())):
         findings.append(finding)
         if finding.node in plans:

@@ -85,9 +85,12 @@ def reconcile(
     disrupted: set[str] = set()  # PodDisruptionBudgets this pass spent on evictions
     # autoUpgrade false: nothing is labelled or started, but a node in progress finishes (halfway it
     # would stay cordoned with its GPU pods gone), as under `upgrader pause`.
-    if policy.auto_upgrade:
+    # An interlock (the GPU Operator's upgrade controller on, a driver DaemonSet not OnDelete): another
+    # writer drives the drivers, so no node is written at all; the status says why (core/interlocks.py).
+    locked = bool(snapshot.interlocks)
+    if policy.auto_upgrade and not locked:
         work.act(detect(work.snapshot, policy, now))
-    for ctx, plan in rollout.plan_steps(work.snapshot, policy, now):
+    for ctx, plan in [] if locked else rollout.plan_steps(work.snapshot, policy, now):
         attempted = work.act(list(plan.attempts))
         if plan.attempts and not attempted:
             continue  # nothing was applied (the controller lost its lease mid-pass)
@@ -110,5 +113,5 @@ def reconcile(
     )
     previous = dict(work.snapshot.control.previous)
     if meaningful(status) != meaningful(previous):
-        work.act([WriteStatus(status), *phase_events(previous, status)])
+        work.act([WriteStatus(status), *phase_events(previous, status, managed[0] if managed else None)])
     return PassOutcome(work.snapshot, before, status, work.outcomes, work.transitions, started)

@@ -97,8 +97,12 @@ def failed_nodes(snapshot: Snapshot, managed: list[str], acknowledged: set[str])
 
 
 def halt_reason(snapshot: Snapshot, policy: Policy, managed: list[str], acknowledged: set[str]) -> str | None:
-    """Why no new node may start, or None. Blocks halt; so do unacknowledged failures in the canary
-    domain, and anywhere under onNodeFailure: halt."""
+    """Why no new node may start, or None. An interlock halts first (core/interlocks.py); then blocks;
+    then unacknowledged failures in the canary domain, and anywhere under onNodeFailure: halt."""
+    if snapshot.interlocks:
+        others = len(snapshot.interlocks) - 1
+        more = f" (and {others} more: `upgrader status -o json` lists them)" if others else ""
+        return snapshot.interlocks[0].text + more
     blocked = blocked_nodes(snapshot, managed)
     if blocked:
         b = blocked[0]
@@ -208,6 +212,7 @@ def rollout_status(
             for n in nodes
             if n.state in IN_PROGRESS
         ],
+        "interlocks": [i.text for i in snapshot.interlocks],
         "blocked": blocked_nodes(snapshot, managed),
         "held": held_nodes(snapshot, managed),
         "waiting": [w for w in waiting or [] if w["node"] in managed and w["node"] not in blocked_names],
@@ -273,7 +278,7 @@ def meaningful(status: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in status.items() if k != "updated_at"}
 
 
-def phase_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list[Action]:
+def phase_events(previous: Mapping[str, Any], status: Mapping[str, Any], first_node: str | None = None) -> list[Action]:
     """A Warning on the node that halted the rollout, when the rollout becomes Halted. Not again when a
     pause ends over the halt it was paused on: a Paused status keeps its `halt_reason`."""
     if status["phase"] != "Halted" or previous.get("phase") == "Halted":
@@ -281,4 +286,6 @@ def phase_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list
     if previous.get("phase") == "Paused" and previous.get("halt_reason") == status["halt_reason"]:
         return []
     culprit = (status["blocked"] or status["failed"] or [{}])[0].get("node")
+    if culprit is None and status.get("interlocks"):
+        culprit = first_node  # an interlock names no node: the Event goes on the first one managed
     return [Event(culprit, "Warning", f"rollout {status['message']}")] if culprit else []

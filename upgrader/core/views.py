@@ -132,9 +132,23 @@ class DriverSet:
     image: str | None
     config_digest: str | None = None  # the template's DRIVER_CONFIG_DIGEST
     images: tuple[str, ...] = ()  # the template's container images, in order
+    update_strategy: str = "OnDelete"  # spec.updateStrategy.type (the API server's default: RollingUpdate)
+    owner: tuple[str, str] | None = None  # the controlling owner's (kind, name): ClusterPolicy, NVIDIADriver
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
     def selects(self, node: NodeView) -> bool:
         return all(node.labels.get(k) == v for k, v in self.node_selector.items())
+
+
+@dataclass(frozen=True)
+class Interlock:
+    """Something that must not drive the drivers beside upgrader (core/interlocks.py), in one line."""
+
+    kind: str  # gpu-operator-auto-upgrade | driver-update-strategy (the plan finding's kind)
+    text: str
 
 
 @dataclass(frozen=True)
@@ -162,6 +176,9 @@ class Snapshot:
     gpu_claims: GpuClaims = field(default_factory=dict)
     # With an alertGate in the policy: what Prometheus said this pass (None: not asked).
     alerts: AlertReading | None = None
+    # Why upgrader must not drive the drivers now (core/interlocks.py): the GPU Operator's own upgrade
+    # controller is on, or a driver DaemonSet is not OnDelete. Empty: nothing stands in the way.
+    interlocks: tuple[Interlock, ...] = ()
     # Results derived from this snapshot alone (the fleet split), computed once: a pass asks for them
     # several times. Not copied by dataclasses.replace, so a changed snapshot starts empty.
     memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -339,4 +356,12 @@ def driver_set(ds: Obj, revisions: Sequence[Obj]) -> DriverSet:
         image=str(containers[0].get("image")) if containers else None,
         config_digest=config_digest(template.get("spec")),
         images=tuple(str(c.get("image", "")) for c in containers),
+        # Absent only from a hand-made object: the API server fills in its default, RollingUpdate.
+        update_strategy=str(((ds.get("spec") or {}).get("updateStrategy") or {}).get("type") or "RollingUpdate"),
+        owner=_controller(meta),
     )
+
+
+def _controller(meta: Obj) -> tuple[str, str] | None:
+    ref = next((r for r in meta.get("ownerReferences") or [] if isinstance(r, Mapping) and r.get("controller")), None)
+    return (str(ref.get("kind", "")), str(ref.get("name", ""))) if ref else None

@@ -10,10 +10,21 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from upgrader.core.gpupods import GpuClaims, claim_index
+from upgrader.core.interlocks import CLUSTER_POLICY, NVIDIA_DRIVER, OperatorUpgrade, judge, operator_upgrade
 from upgrader.core.selectors import parse_label_selector
 from upgrader.core.states import State
 from upgrader.core.steps import NEEDS_PODS
-from upgrader.core.views import Control, PodView, Snapshot, driver_set, node_view, pdb_view, pod_view
+from upgrader.core.views import (
+    Control,
+    DriverSet,
+    Interlock,
+    PodView,
+    Snapshot,
+    driver_set,
+    node_view,
+    pdb_view,
+    pod_view,
+)
 from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache, watch_paths
@@ -153,16 +164,51 @@ def _take(
             if view.node in nodes and view.node not in node_pods:
                 everyone.setdefault(view.node, []).append(view)
         node_pods.update(everyone)
+    sets = [driver_set(d, revisions) for d in daemonsets]
     snapshot = Snapshot(
         nodes=nodes,
         driver_pods=driver_pods,
         node_pods=node_pods,
         pdbs=pdbs,
-        driver_sets=[driver_set(d, revisions) for d in daemonsets],
+        driver_sets=sets,
         control=control,
         gpu_claims=read_gpu_claims(api, [p for pods in node_pods.values() for p in pods]),
+        interlocks=read_interlocks(api, sets),
     )
     return snapshot, raw_nodes
+
+
+OPERATOR_PATHS = {
+    CLUSTER_POLICY: "/apis/nvidia.com/v1/clusterpolicies",
+    NVIDIA_DRIVER: "/apis/nvidia.com/v1alpha1/nvidiadrivers",
+}
+
+
+def read_interlocks(api: KubeApi, driver_sets: list[DriverSet]) -> tuple[Interlock, ...]:
+    """What stands between upgrader and the drivers (core/interlocks.py): the ClusterPolicy or
+    NVIDIADriver that owns each driver DaemonSet (one GET each; every ClusterPolicy, one LIST, for a
+    DaemonSet no such object owns). One that is not there (404, or a CRD not served) holds nothing; one
+    we may not read (403) means we cannot judge, and upgrader acts on no node."""
+    owners = {ds.owner for ds in driver_sets if ds.owner is not None and ds.owner[0] in OPERATOR_PATHS}
+    paths = sorted(f"{OPERATOR_PATHS[kind]}/{name}" for kind, name in owners)
+    if any(ds.owner is None or ds.owner[0] not in OPERATOR_PATHS for ds in driver_sets):
+        paths.append(OPERATOR_PATHS[CLUSTER_POLICY])  # unowned: any ClusterPolicy may govern it
+    upgrades: list[OperatorUpgrade] = []
+    unreadable: str | None = None
+    for path in paths:
+        kind = CLUSTER_POLICY if path.startswith(OPERATOR_PATHS[CLUSTER_POLICY]) else NVIDIA_DRIVER
+        try:
+            found = api.list(path) if path in OPERATOR_PATHS.values() else api.get(path)
+        except ApiError as exc:
+            if exc.status == 404:
+                continue
+            if exc.status != 403:
+                raise
+            unreadable = f"cannot read {path}: {exc.summary}"
+            continue
+        items = (found or {}).get("items", [found] if found else [])
+        upgrades.extend(operator_upgrade(kind, item) for item in items if isinstance(item, dict))
+    return judge(upgrades, driver_sets, unreadable)
 
 
 def check_copy(cache: ClusterCache, missing: dict[str, int | None], listed_at: int | None) -> None:

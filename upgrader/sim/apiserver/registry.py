@@ -142,6 +142,14 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     ),
     _t(
         "nvidia.com",
+        "v1",
+        "clusterpolicies",
+        "ClusterPolicy",
+        False,
+        subresources=("status",),
+    ),
+    _t(
+        "nvidia.com",
         "v1alpha1",
         "nvidiadrivers",
         "NVIDIADriver",

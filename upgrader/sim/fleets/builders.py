@@ -97,11 +97,22 @@ def node_object(name: str, zone: str, kernel: str, product: str, index: int) -> 
     }
 
 
+CLUSTER_POLICY = "cluster-policy"
+CLUSTER_POLICY_UID = "uid-cluster-policy"
+
+
 def driver_daemonset(kernel: str, version: str) -> Obj:
     name = f"nvidia-driver-daemonset-{kernel}-{OS_TAG}"
     labels = {"app": "nvidia-driver-daemonset", "nvidia.com/precompiled": "true"}
+    # Owned by the ClusterPolicy, as the GPU Operator's driver DaemonSets are.
+    owner = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "name": CLUSTER_POLICY,
+             "uid": CLUSTER_POLICY_UID, "controller": True, "blockOwnerDeletion": True}
     return {
-        "metadata": {"name": name, "labels": {**labels, DRIVER_COMPONENT_LABEL: DRIVER_COMPONENT}},
+        "metadata": {
+            "name": name,
+            "labels": {**labels, DRIVER_COMPONENT_LABEL: DRIVER_COMPONENT},
+            "ownerReferences": [owner],
+        },
         "spec": {
             "selector": {
                 "matchLabels": {
@@ -252,10 +263,25 @@ def pod_object(
     }
 
 
+def cluster_policy(auto_upgrade: bool = False, update_strategy: str = "OnDelete") -> Obj:
+    return {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": CLUSTER_POLICY, "uid": CLUSTER_POLICY_UID},
+        "spec": {
+            "daemonsets": {"updateStrategy": update_strategy},
+            "driver": {"enabled": True, "upgradePolicy": {"autoUpgrade": auto_upgrade, "maxParallelUpgrades": 1}},
+        },
+    }
+
+
 def install_operator(cluster: EmulatedCluster, kernels: Mapping[str, str]) -> list[str]:
     """Driver DaemonSets (one per kernel in `kernels`, node -> kernel) and validators, every node's
     pods Ready on the old driver; then the new driver rolled into the DaemonSets, which OnDelete
     leaves every node behind. Returns the driver DaemonSets' names."""
+    # The Operator's ClusterPolicy as an external upgrade controller needs it: its own upgrade controller
+    # off, driver DaemonSets OnDelete (runbooks/install-beside-gpu-operator.md).
+    cluster.create("clusterpolicies", cluster_policy(), None, "nvidia.com")
     names = []
     for kernel in sorted(set(kernels.values())):
         ds = cluster.create("daemonsets", driver_daemonset(kernel, OLD_DRIVER), OPERATOR_NS, "apps")
