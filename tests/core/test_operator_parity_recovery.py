@@ -12,6 +12,7 @@ from upgrader.core.actions import (
     Transition,
 )
 from upgrader.core.detect import detect
+from upgrader.core.rollout import project
 from upgrader.core.states import (
     FAILED_AT,
     FAILED_DRIVER_POD,
@@ -149,6 +150,10 @@ def test_a_failed_node_someone_uncordoned_is_cordoned_again_before_it_validates(
     assert actions[0] == SetUnschedulable(
         "n1", True, {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None, OUR_CORDON: "true"}
     )
+    assert not [a for a in actions if isinstance(a, Transition)], "it moves on once cordoned, at the next pass"
+    cordoned = project(snapshot([view], [driver_pod(revision=NEW, uid="fixed")]), actions)
+    actions = detect(cordoned, policy(maxParallelUpgrades=1), T0 + 1)
     (moved,) = [a for a in actions if isinstance(a, Transition)]
     assert (moved.source, moved.target) == (S.FAILED, S.VALIDATION_REQUIRED)
-    assert moved.annotations[WAS_UNSCHEDULABLE] == "false" and moved.annotations[OPERATOR_INITIAL_UNSCHEDULABLE] is None
+    assert moved.annotations[WAS_UNSCHEDULABLE] == "false"
+    assert OPERATOR_INITIAL_UNSCHEDULABLE not in cordoned.nodes["n1"].annotations, "the admin's old record went"

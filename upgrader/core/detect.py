@@ -35,6 +35,7 @@ from upgrader.core.states import (
     OPERATOR_VALIDATION_START,
     OPERATOR_WAIT_START,
     REQUESTED_ANNOTATION,
+    SAFE_LOAD_ANNOTATION,
     SINCE_STATE,
     STARTED_AT,
     STATE_SINCE,
@@ -57,6 +58,8 @@ def upgrade_reason(snapshot: Snapshot, node: NodeView) -> str | None:
     """Why the node needs an upgrade, or None when its driver is current."""
     if node.annotations.get(REQUESTED_ANNOTATION) == "true":
         return f"annotation {REQUESTED_ANNOTATION}=true"
+    if node.annotations.get(SAFE_LOAD_ANNOTATION):
+        return f"its driver pod waits for a safe load (annotation {SAFE_LOAD_ANNOTATION})"
     if node.state is State.UPGRADE_REQUIRED and node.annotations.get(FAILED_AT):
         # Relabelled after a failure: its driver pod may well be "current" and still broken.
         return f"retrying after upgrade-failed: {node.annotations.get(FAILED_REASON, '(no reason recorded)')}"
@@ -189,8 +192,9 @@ def recover(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> l
     if node.unschedulable:
         return [recovered]
     # Someone uncordoned the failed node: validation happens cordoned, like every state up to the
-    # uncordon, so the cordon goes back first, recorded as upgrader's in the same request.
-    return [SetUnschedulable(node.name, True, OURS), recovered]
+    # uncordon, so the cordon goes back first, recorded as upgrader's in the same request; the node
+    # moves on at the next pass, once cordoned (a cordon refused as stale leaves it failed, not validating).
+    return [SetUnschedulable(node.name, True, OURS)]
 
 
 def unfinished_cycle(node: NodeView) -> str | None:

@@ -25,6 +25,7 @@ KINDS = (
     "preflight-input",
     "gpu-operator-auto-upgrade",
     "driver-update-strategy",
+    "pdb-selects-driver-pod",
 )
 
 

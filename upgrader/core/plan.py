@@ -24,6 +24,7 @@ from upgrader.core.node_context import context, restart_only_digest
 from upgrader.core.plan_findings import (
     Workload,
     budget_findings,
+    driver_pdb_findings,
     eligibility_findings,
     job_findings,
     pdb_findings,
@@ -284,6 +285,8 @@ def _node_plan(
         plan.image_in_ledger = plan.target_image in options.ledger
     gpu_pods = [p for p in holding_gpus(pods, snapshot.gpu_claims) if not p.mirror]
     plan.gpu_pods = sorted(p.key for p in gpu_pods)
+    if action in ("upgrade", "in-progress"):
+        plan.findings.extend(driver_pdb_findings(node.name, ctx.driver_pods, pdbs_by_namespace))
     if restart_only:
         # Nothing that installs the driver changed: the driver restarts under its GPU pods.
         plan.restart_only = True

@@ -47,6 +47,25 @@ def pdb_findings(
     return out
 
 
+def driver_pdb_findings(node: str, driver_pods: Sequence[PodView], pdbs: Mapping[str, list[PdbView]]) -> list[Finding]:
+    """A PodDisruptionBudget over the driver pods: the restart deletes them anyway, as the GPU Operator
+    does (a budget over a DaemonSet's pods cannot make room for a new one), so it is said, not asked."""
+    out = []
+    for pod in driver_pods:
+        for pdb in pdbs.get(pod.namespace, ()):
+            if pdb.covers(pod):
+                out.append(
+                    Finding(
+                        "pdb-selects-driver-pod",
+                        WARNING,
+                        node,
+                        f"PodDisruptionBudget {pdb.key} selects driver pod {pod.key}: the driver restart deletes it "
+                        "anyway, as the GPU Operator does (the budget is not asked); the status names it then",
+                    )
+                )
+    return out
+
+
 def _refusal(pod: PodView, force: bool, delete_empty_dir: bool, knob: str) -> str | None:
     """Why the policy forbids evicting `pod` under `knob` (gpuPodDeletion or drain), or None."""
     if pod.owner_kind is None and not force:

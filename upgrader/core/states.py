@@ -53,6 +53,11 @@ STATE_COUNT_KEYS = (*(s.value for s in State), UNLABELLED)
 STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
 SKIP_LABEL = "nvidia.com/gpu-driver-upgrade.skip"
 REQUESTED_ANNOTATION = "nvidia.com/gpu-driver-upgrade-requested"
+# Set on a node by the driver pod's k8s-driver-manager when a driver pod that starts there (after a
+# reboot, a crash, a hand deletion) waits before loading its module: the upgrade takes the node through
+# cordon and pod deletion, and the restart step unblocks the load by removing it (k8s-operator-libs'
+# safe driver loading).
+SAFE_LOAD_ANNOTATION = "nvidia.com/gpu-driver-upgrade.driver-wait-for-safe-load"
 # A pod label: "true" keeps the pod out of every drain (the GPU Operator's own pod carries it).
 DRAIN_SKIP_LABEL = "nvidia.com/gpu-driver-upgrade-drain.skip"
 # The GPU Operator's bookkeeping on nodes, read so a rollout it started can be taken over: a node

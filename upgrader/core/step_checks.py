@@ -4,11 +4,13 @@ pods a drain evicts, which came back after the cordon, what validation still mis
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from upgrader.core.node_context import NodeContext
 from upgrader.core.selectors import LabelSelector, parse_label_selector
 from upgrader.core.states import DRAIN_SKIP_LABEL, GPU_BEFORE, STATE_SINCE
 from upgrader.core.timefmt import parse_or_none
-from upgrader.core.views import NodeView, PodView
+from upgrader.core.views import NodeView, PdbView, PodView
 
 
 def pod_names(pods: list[PodView], limit: int = 5) -> str:
@@ -77,3 +79,12 @@ def driver_version_label(node: NodeView) -> str | None:
     """The running driver version GPU Feature Discovery publishes, or None."""
     parts = [node.labels.get(f"nvidia.com/cuda.driver.{p}") for p in ("major", "minor", "rev")]
     return ".".join(p for p in parts if p) if all(parts) else None
+
+
+def budgets_over(pods: Sequence[PodView], pdbs: Sequence[PdbView]) -> str:
+    """The PodDisruptionBudgets that select driver pods a restart deletes: said, not asked (a delete,
+    as the GPU Operator's restart is; docs/policy.md#preflight)."""
+    named = sorted({b.key for p in pods for b in pdbs if b.covers(p)})
+    if not named:
+        return ""
+    return f" (deleted although PodDisruptionBudget {', '.join(named)} selects it: a driver restart does not evict)"

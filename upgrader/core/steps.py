@@ -20,13 +20,22 @@ from upgrader.core.states import (
     OPERATOR_INITIAL_UNSCHEDULABLE,
     OUR_CORDON,
     RESTART_ONLY,
+    SAFE_LOAD_ANNOTATION,
     SINCE_STATE,
     STATE_SINCE,
     TARGET_REVISION,
     WAS_UNSCHEDULABLE,
     State,
 )
-from upgrader.core.step_checks import came_back, count_of, drained, pod_names, pod_sources, validation_problems
+from upgrader.core.step_checks import (
+    budgets_over,
+    came_back,
+    count_of,
+    drained,
+    pod_names,
+    pod_sources,
+    validation_problems,
+)
 from upgrader.core.timefmt import parse_or_none
 from upgrader.core.views import NodeView, PdbView, PodView
 
@@ -79,14 +88,8 @@ def cordon(ctx: NodeContext) -> StepPlan:
         plan.attempts.append(SetUnschedulable(node.name, True, OURS))
     elif node.annotations.get(WAS_UNSCHEDULABLE) == "false" and node.annotations.get(OUR_CORDON) != "true":
         plan.attempts.append(Annotate(node.name, {WAS_UNSCHEDULABLE: "true", OPERATOR_INITIAL_UNSCHEDULABLE: "true"}))
-        plan.attempts.append(
-            Event(
-                node.name,
-                "Warning",
-                "cordoned by someone else after its upgrade started, before upgrader's cordon: it stays cordoned "
-                "after the upgrade",
-            )
-        )
+        said = "cordoned by someone else after its upgrade started, before upgrader's cordon: it stays cordoned after"
+        plan.attempts.append(Event(node.name, "Warning", said + " the upgrade"))
     return plan
 
 
@@ -228,9 +231,12 @@ def restart_driver(ctx: NodeContext) -> StepPlan:
             return plan
         plan.attempts.extend(DeletePod(ctx.node.name, p.namespace, p.name, p.uid) for p in stale)
         plan.stamp_on_success = DRIVER_DELETED_AT
-        plan.waiting = f"restarting driver pod {pod_names(stale)}"
+        plan.waiting = f"restarting driver pod {pod_names(stale)}" + budgets_over(stale, ctx.pdbs)
         return plan
     fresh = [p for p in live if target is None or p.revision_hash == target]
+    if fresh and ctx.node.annotations.get(SAFE_LOAD_ANNOTATION):
+        # The new driver pod waits for a safe load: the node is ready for it now (k8s-operator-libs).
+        plan.attempts.append(Annotate(ctx.node.name, {SAFE_LOAD_ANNOTATION: None}))
     changed = restart_only and [p for p in fresh if p.config_digest != ctx.node.annotations.get(RESTART_ONLY)]
     holders = ctx.gpu_holders() if changed else []
     if changed and holders:
@@ -260,6 +266,9 @@ def restart_driver(ctx: NodeContext) -> StepPlan:
 
 def validate(ctx: NodeContext) -> StepPlan:
     plan = StepPlan(ctx.node.name, timeout=ctx.policy.validation.timeout_seconds, fail_on_timeout=True)
+    if ctx.node.annotations.get(SAFE_LOAD_ANNOTATION):
+        # The driver restarted after the node got here, and waits again: let it load (k8s-operator-libs).
+        plan.attempts.append(Annotate(ctx.node.name, {SAFE_LOAD_ANNOTATION: None}))
     if superseded_driver_pods(ctx):
         plan.trigger = "driver_superseded"
         return plan
@@ -345,17 +354,19 @@ def clock_set_by_hand(ctx: NodeContext, now: float | None = None) -> StepPlan | 
 
 
 def keep_cordoned(ctx: NodeContext, plan: StepPlan) -> StepPlan:
-    """A node between its cordon and its uncordon that someone uncordoned: cordon it again first (pods
-    could land on it while its driver is replaced), make the cordon upgrader's own, and say so."""
+    """Someone uncordoned a node between our cordon and our uncordon: cordon it again, ours, and say so.
+    Only that this pass: an eviction or driver deletion never follows a cordon refused as stale."""
     if ctx.node.unschedulable or ctx.node.state not in KEPT_CORDONED:
         return plan
     name, state = ctx.node.name, ctx.node.state.value
     # The record in the same request: our cordon is never recorded as someone else's, nor theirs as ours.
-    plan.attempts[:0] = [
-        SetUnschedulable(name, True, OURS),
-        Event(name, "Warning", f"cordoned again: someone uncordoned the node in {state}, before its upgrade ended"),
-    ]
-    return plan
+    return StepPlan(
+        name,
+        attempts=[
+            SetUnschedulable(name, True, OURS),
+            Event(name, "Warning", f"cordoned again: someone uncordoned the node in {state}, before its upgrade ended"),
+        ],
+    )
 
 
 STEPS: Mapping[State, Callable[[NodeContext], StepPlan]] = {
