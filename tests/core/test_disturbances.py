@@ -10,6 +10,10 @@ from upgrader.core.detect import detect
 from upgrader.core.rollout import conclude, plan_steps
 from upgrader.core.starts import start_nodes
 from upgrader.core.states import (
+    BLOCKED_KIND,
+    BLOCKED_REASON,
+    BLOCKED_SINCE,
+    DRIVER_POD_UID,
     OPERATOR_INITIAL_UNSCHEDULABLE,
     OUR_CORDON,
     SINCE_STATE,
@@ -31,9 +35,8 @@ def test_a_node_someone_uncordoned_mid_upgrade_is_cordoned_again_and_the_cordon_
     view = node(state=S.POD_DELETION_REQUIRED, since=0, unschedulable=False, annotations=marks)
     ((_, plan),) = plan_steps(snapshot([view], [driver_pod(), gpu_pod("train-0")]), policy())
     # The record in the cordon's own request (found by the property search: a crash between two writes
-    # must leave our cordon recorded as ours, not as the admin's). Nothing else this pass: found by the
-    # two-replica campaign, a cordon refused as stale was followed by the step's writes on a schedulable node.
-    assert plan.attempts == [
+    # must leave our cordon recorded as ours, not as the admin's).
+    assert plan.attempts[:2] == [
         SetUnschedulable(
             "n1", True, {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None, OUR_CORDON: "true"}
         ),
@@ -43,10 +46,17 @@ def test_a_node_someone_uncordoned_mid_upgrade_is_cordoned_again_and_the_cordon_
             "cordoned again: someone uncordoned the node in pod-deletion-required, before its upgrade ended",
         ),
     ]
-    cordoned = view.with_changes(None, {WAS_UNSCHEDULABLE: "false", OUR_CORDON: "true"})
-    cordoned = NodeView(**{**cordoned.__dict__, "unschedulable": True})
-    ((_, plan),) = plan_steps(snapshot([cordoned], [driver_pod(), gpu_pod("train-0")]), policy())
-    assert isinstance(plan.attempts[0], Evict), "the step goes on at the next pass, cordoned"
+    assert isinstance(plan.attempts[2], Evict)
+
+
+def test_the_driver_is_never_deleted_in_the_pass_that_puts_the_cordon_back() -> None:
+    """Found by the two-replica campaign: the cordon put back was refused as stale, the same pass deleted
+    the driver pod on the schedulable node, under a job pod that had landed meanwhile."""
+    marks = {STARTED_AT: at(0), WAS_UNSCHEDULABLE: "false", DRIVER_POD_UID: "driver-old"}
+    view = node(state=S.POD_RESTART_REQUIRED, since=0, unschedulable=False, annotations=marks)
+    ((_, plan),) = plan_steps(snapshot([view], [driver_pod(uid="driver-old")]), policy())
+    assert [type(a).__name__ for a in plan.attempts] == ["SetUnschedulable", "Event"]
+    assert plan.stamp_on_success is None and plan.trigger is None
 
 
 def test_a_retry_of_a_node_someone_uncordoned_meanwhile_records_the_new_cordon_as_ours() -> None:
@@ -114,17 +124,36 @@ def _plan_and_conclude(view: NodeView, pods: list[Any], pol: Any, now: float) ->
     return conclude(ctx, plan, [Outcome(a, Result.OK) for a in plan.attempts], now)
 
 
-def test_a_state_set_by_hand_starts_its_own_clock_and_says_so() -> None:
-    """Found by the property search: pod-deletion-required set by hand on a node whose clock was for
-    validation-required half an hour ago fell back to a drain at once, 0 s into the deletion."""
+def test_a_state_someone_else_moved_after_upgrader_started_blocks_and_says_the_change() -> None:
+    """pod-deletion-required set by hand (or by a second upgrade controller) on a node upgrader had at
+    validation-required: upgrader does not go on from a state it did not set (found by the property
+    search, it once fell back to a drain at once, 0 s into the deletion; issue 23: it is now a halt)."""
     pol = policy(gpuPodDeletion={"timeoutSeconds": 20}, drain={"enable": True})
     marks = {STARTED_AT: at(-1800), WAS_UNSCHEDULABLE: "false", SINCE_STATE: "validation-required"}
     view = node(state=S.POD_DELETION_REQUIRED, since=-1800, unschedulable=True, annotations=marks)
     actions = _plan_and_conclude(view, [driver_pod(), gpu_pod("train-0")], pol, T0)
+    reason = (
+        "its state label was moved from validation-required to pod-deletion-required by someone else (upgrader had "
+        "set validation-required): set it back (kubectl label node n1 nvidia.com/gpu-driver-upgrade-state="
+        "validation-required --overwrite), or let upgrader go on from pod-deletion-required (kubectl annotate node "
+        "n1 gpu-upgrader.io/since-state=pod-deletion-required gpu-upgrader.io/state-since- --overwrite)"
+    )
+    assert actions == [
+        Annotate("n1", {BLOCKED_KIND: "state-label", BLOCKED_REASON: reason, BLOCKED_SINCE: at(0)}),
+        Event("n1", "Warning", f"blocked in pod-deletion-required since {at(0)}: {reason}; "
+              "see runbooks/state-label-moved.md"),
+    ]
+
+
+def test_going_on_from_the_moved_state_starts_its_own_clock_and_says_so() -> None:
+    """The second way on: since-state set to the new state and the clock removed."""
+    marks = {STARTED_AT: at(-1800), WAS_UNSCHEDULABLE: "false", SINCE_STATE: "pod-deletion-required"}
+    view = node(state=S.POD_DELETION_REQUIRED, unschedulable=True, annotations=marks)
+    actions = _plan_and_conclude(view, [driver_pod(), gpu_pod("train-0")], policy(), T0)
     assert actions == [
         Annotate("n1", {STATE_SINCE: at(0), SINCE_STATE: "pod-deletion-required"}),
-        Event("n1", "Warning", "pod-deletion-required was set by hand (the node's clock was for "
-              "validation-required): its waits count from now"),
+        Event("n1", "Warning", "the clock of pod-deletion-required (gpu-upgrader.io/state-since) was missing or "
+              "unreadable: its waits count from now"),
     ]
 
 

@@ -21,7 +21,9 @@ from upgrader.core.states import (
     FAILED_KIND,
     FAILED_REASON,
     OPERATOR_INITIAL_UNSCHEDULABLE,
+    SINCE_STATE,
     STATE_LABEL,
+    STATE_SINCE,
     WAS_UNSCHEDULABLE,
     State,
 )
@@ -284,8 +286,10 @@ def guarded_pod(w: World, node: str) -> None:
     w.cluster.create("pods", pod, "ml-training")
 
 
-def test_a_state_set_by_hand_counts_its_waits_from_then() -> None:
-    """pod-deletion-required set on a node whose clock was for validation-required two minutes before."""
+def test_a_state_set_by_hand_halts_then_counts_its_waits_from_when_a_person_lets_it_go_on() -> None:
+    """pod-deletion-required set on a node whose clock was for validation-required two minutes before:
+    upgrader halts naming the change (it does not go on from a state it did not set); a person lets it go
+    on from there (since-state set, the clock removed), and its waits count from then."""
     policy = {**POLICY, "validation": {"timeoutSeconds": 600}, "gpuPodDeletion": {"timeoutSeconds": 20},
               "drain": {"enable": True}}
     w = World(policy, scenario="validation-failure")
@@ -296,10 +300,17 @@ def test_a_state_set_by_hand_counts_its_waits_from_then() -> None:
     assert w.state(node) == State.VALIDATION_REQUIRED.value
     guarded_pod(w, node)
     w.label(node, STATE_LABEL, State.POD_DELETION_REQUIRED.value)
+    w.run(5)
+    change = "its state label was moved from validation-required to pod-deletion-required by someone else"
+    warned = [e for e in w.events(node, "Warning") if change in e]
+    assert len(warned) == 2 and warned[0].startswith("blocked in pod-deletion-required since "), warned
+    assert warned[1].startswith("rollout halted: "), "one Warning for the block, one for the halt"
+    assert w.state(node) == State.POD_DELETION_REQUIRED.value and w.status["phase"] == "Halted"
+    w.annotate(node, {SINCE_STATE: State.POD_DELETION_REQUIRED.value, STATE_SINCE: None})
     hand = w.now
     w.run(1)
     assert (
-        "pod-deletion-required was set by hand (the node's clock was for validation-required): "
+        "the clock of pod-deletion-required (gpu-upgrader.io/state-since) was missing or unreadable: "
         "its waits count from now"
     ) in w.events(node, "Warning")
     w.run_until(lambda: w.state(node) == State.DRAIN_REQUIRED.value, 40, "the fallback to a drain")

@@ -23,7 +23,9 @@ from upgrader.core.status import PHASES
 from upgrader.core.timefmt import parse_or_none
 from upgrader.core.waits import REASONS as WAIT_REASONS
 
-BLOCK_REASONS = ("pdb", "wait_for_jobs", "pod_deletion", "drain", "gpu_pods", "cordon_record", "driver_daemonset")
+BLOCK_REASONS = (
+    "pdb", "wait_for_jobs", "pod_deletion", "drain", "gpu_pods", "cordon_record", "driver_daemonset", "state_label"
+)
 FAILURE_REASONS = (
     "image",
     "driver_restart",

@@ -45,6 +45,8 @@ from upgrader.core.states import (
     PER_UPGRADE,
     REQUESTED_ANNOTATION,
     SINCE_STATE,
+    STARTED_AT,
+    STATE_LABEL,
     STATE_SINCE,
     State,
 )
@@ -60,9 +62,33 @@ def plan_steps(snapshot: Snapshot, policy: Policy, now: float | None = None) -> 
     for node in fleet(snapshot).managed:
         if node.state in IN_PROGRESS:
             ctx = context(snapshot, node.name, policy)
-            plan = clock_set_by_hand(ctx, now) or no_driver_set(ctx) or STEPS[node.state](ctx)
+            gate = moved_by_someone_else(ctx) or clock_set_by_hand(ctx, now) or no_driver_set(ctx)
+            plan = gate or STEPS[node.state](ctx)
             out.append((ctx, keep_cordoned(ctx, plan)))
     return out
+
+
+def moved_by_someone_else(ctx: NodeContext) -> StepPlan | None:
+    """A node upgrader started (or took over) whose state label someone else moved from one state in
+    progress to another: another writer drives it (a second upgrade controller, a hand edit). upgrader
+    does not go on from a state it did not set: the node blocks, which halts the rollout, naming the
+    change and the two ways on (docs/policy.md#waiting-blocked-failed-halted)."""
+    node = ctx.node
+    was = node.annotations.get(SINCE_STATE)
+    if node.state is None or not node.annotations.get(STARTED_AT) or was in (None, node.state.value):
+        return None
+    if was not in {s.value for s in IN_PROGRESS}:
+        return None  # a clock for an idle state: the node was taken up again, not moved mid-way
+    name, now_state = node.name, node.state.value
+    return StepPlan(
+        name,
+        blocked=Blocked(
+            "state-label",
+            f"its state label was moved from {was} to {now_state} by someone else (upgrader had set {was}): "
+            f"set it back (kubectl label node {name} {STATE_LABEL}={was} --overwrite), or let upgrader go on "
+            f"from {now_state} (kubectl annotate node {name} {SINCE_STATE}={now_state} {STATE_SINCE}- --overwrite)",
+        ),
+    )
 
 
 def no_driver_set(ctx: NodeContext) -> StepPlan | None:

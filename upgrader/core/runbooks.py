@@ -10,6 +10,7 @@ RUNBOOKS = {
     "gpu-pods": "gpu-pods-still-running",
     "cordon-record": "cordon-record-missing",
     "driver-daemonset": "driver-daemonset-missing",
+    "state-label": "state-label-moved",
     "image": "missing-driver-image",
     "driver-restart": "driver-pod-not-ready",
     "validation": "validation-failure",

@@ -8,7 +8,7 @@ Timeouts count from the time the node entered its state (`STATE_SINCE`), so they
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from upgrader.core.actions import Action, Annotate, DeletePod, Event, Evict, SetUnschedulable
 from upgrader.core.node_context import NodeContext, same_install_config, superseded_driver_pods
@@ -354,19 +354,19 @@ def clock_set_by_hand(ctx: NodeContext, now: float | None = None) -> StepPlan | 
 
 
 def keep_cordoned(ctx: NodeContext, plan: StepPlan) -> StepPlan:
-    """Someone uncordoned a node between our cordon and our uncordon: cordon it again, ours, and say so.
-    Only that this pass: an eviction or driver deletion never follows a cordon refused as stale."""
+    """Someone uncordoned a node between our cordon and our uncordon: cordon it again, ours, and say so."""
     if ctx.node.unschedulable or ctx.node.state not in KEPT_CORDONED:
         return plan
     name, state = ctx.node.name, ctx.node.state.value
     # The record in the same request: our cordon is never recorded as someone else's, nor theirs as ours.
-    return StepPlan(
-        name,
-        attempts=[
-            SetUnschedulable(name, True, OURS),
-            Event(name, "Warning", f"cordoned again: someone uncordoned the node in {state}, before its upgrade ended"),
-        ],
-    )
+    # The driver is never deleted in that pass (the cordon may be refused as stale; pods may have landed
+    # since they were listed): the restart waits for the next, cordoned, pass.
+    cordon = SetUnschedulable(name, True, OURS)
+    said = Event(name, "Warning", f"cordoned again: someone uncordoned the node in {state}, before its upgrade ended")
+    kept = [a for a in plan.attempts if not isinstance(a, DeletePod)]
+    if len(kept) == len(plan.attempts):
+        return replace(plan, attempts=[cordon, said, *kept])
+    return replace(plan, attempts=[cordon, said, *kept], trigger=None, stamp_on_success=None)
 
 
 STEPS: Mapping[State, Callable[[NodeContext], StepPlan]] = {
