@@ -35,6 +35,8 @@ GRAPH: list[tuple[State, str, str | None, State]] = [
     (S.UNCORDON_REQUIRED, "uncordoned", None, S.DONE),
     (S.FAILED, "driver_recovered", None, S.VALIDATION_REQUIRED),
     (S.DONE, "unfinished", None, S.VALIDATION_REQUIRED),
+    (S.CORDON_REQUIRED, "requeue", None, S.UPGRADE_REQUIRED),
+    (S.WAIT_FOR_JOBS_REQUIRED, "requeue", None, S.UPGRADE_REQUIRED),
     *[(s, "fail", None, S.FAILED) for s in IN_PROGRESS],
 ]
 FLAG_SETS = [frozenset(c) for n in range(len(FLAGS) + 1) for c in itertools.combinations(FLAGS, n)]

@@ -51,6 +51,8 @@ EDGES = {
     (S.POD_RESTART_REQUIRED, S.WAIT_FOR_JOBS_REQUIRED),  # ... until it changed: the GPU pods go first
     (S.FAILED, S.VALIDATION_REQUIRED),  # the driver of a failed node came back
     (S.DONE, S.VALIDATION_REQUIRED),  # upgrade-done set by hand before the upgrade ended
+    (S.CORDON_REQUIRED, S.UPGRADE_REQUIRED),  # taken over untouched: it waits for its turn (see the audit)
+    (S.WAIT_FOR_JOBS_REQUIRED, S.UPGRADE_REQUIRED),
 } | {(s, S.FAILED) for s in IN_PROGRESS}
 # What detection may write on a node the skip label keeps out: its label (a skipped failed node is left
 # to the person repairing it).

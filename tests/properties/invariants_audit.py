@@ -77,6 +77,12 @@ class Audit:
             self._bad(world, f"{node.name} failed without failed-reason/failed-at")
         if action.source is S.UPGRADE_REQUIRED and action.target is S.CORDON_REQUIRED:
             self._start(world, node)
+        untouched = (S.CORDON_REQUIRED, S.WAIT_FOR_JOBS_REQUIRED)
+        requeued = action.target is S.UPGRADE_REQUIRED and action.source in untouched
+        if requeued and node.unschedulable:
+            # Only a node nothing disrupted yet (not cordoned) goes back to wait for its turn: one that
+            # looks taken over (no start record of upgrader's), whoever put it there.
+            self._bad(world, f"{node.name} sent back from {action.source.value} though it was cordoned")
         if action.source is S.POD_DELETION_REQUIRED:
             self._leave_deletion(world, node, action)
         restart_only = bool(node.annotations.get(RESTART_ONLY))

@@ -255,10 +255,23 @@ def cordon_record(node: NodeView) -> tuple[str | None, str]:
     )
 
 
+# States a node can be taken over in before anything disrupted it: not cordoned, nothing evicted.
+UNTOUCHED = (State.CORDON_REQUIRED, State.WAIT_FOR_JOBS_REQUIRED)
+
+
 def adopt(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> list[Action]:
-    """Take over a node in progress that upgrader did not start (the GPU Operator did)."""
+    """Take over a node in progress that upgrader did not start (the GPU Operator did). One not cordoned
+    yet goes back to upgrade-required: it starts in its turn, within maxParallelUpgrades, maxUnavailable
+    and the domain order, never all at once because another controller put them in progress."""
     if node.annotations.get(STARTED_AT) or node.state is None:
         return []
+    if node.state in UNTOUCHED and not node.unschedulable:
+        message = (
+            f"put in {node.state.value} by another controller and not cordoned yet: back to upgrade-required, to "
+            "start in its turn within maxParallelUpgrades, maxUnavailable and the domain order"
+        )
+        marks: dict[str, str | None] = {STATE_SINCE: rfc3339(now), **clear_if_blocked(node)}
+        return [fire(node.name, node.state, "requeue", annotations=marks, message=message)]
     clock_key = OPERATOR_CLOCKS.get(node.state)
     operator_since = operator_time(node.annotations.get(clock_key)) if clock_key else None
     # A state-since on a node upgrader did not start is from an earlier life of the node: not this wait's.

@@ -62,6 +62,9 @@ TRANSITIONS: list[dict[str, Any]] = [
     {"trigger": "driver_recovered", "source": S.FAILED, "dest": S.VALIDATION_REQUIRED},
     # upgrade-done set by hand on a node whose upgrade had not ended: validated, then uncordoned.
     {"trigger": "unfinished", "source": S.DONE, "dest": S.VALIDATION_REQUIRED},
+    # Taken over before anything disrupted it (another controller put it there, not cordoned yet): it
+    # waits for its turn under upgrader's budgets and domain order instead.
+    {"trigger": "requeue", "source": [S.CORDON_REQUIRED, S.WAIT_FOR_JOBS_REQUIRED], "dest": S.UPGRADE_REQUIRED},
 ]
 TRIGGERS = sorted({t["trigger"] for t in TRANSITIONS})
 
