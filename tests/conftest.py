@@ -4,6 +4,8 @@ Prometheus stand-in whose alerts API answers what a test says."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
 import threading
 from collections.abc import Iterator
@@ -88,3 +90,15 @@ def prometheus() -> Iterator[FakePrometheus]:
     yield fake
     fake.server.shutdown()
     fake.server.server_close()
+
+
+def required_binary(name: str, install: str, required_by: str) -> str:
+    """The path of `name`, or a skip naming how to install it; a failure where the environment
+    variable `required_by` is set (CI sets it: there a skipped test is a failure)."""
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name} is not installed: {install}"
+        if os.environ.get(required_by):
+            pytest.fail(f"{message} ({required_by} is set: CI must run these tests)")
+        pytest.skip(message)
+    return path

@@ -7,7 +7,6 @@ package and sets UPGRADER_REQUIRE_PROMETHEUS=1) fails instead of skipping.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import free_port
+from tests.conftest import free_port, required_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTALL = "install it with `sudo apt-get install prometheus` (Debian/Ubuntu: gives prometheus and promtool)"
@@ -27,13 +26,7 @@ INSTALL = "install it with `sudo apt-get install prometheus` (Debian/Ubuntu: giv
 
 def binary(name: str) -> str:
     """The path of `name`, or a skip (a failure where Prometheus is required) naming how to install it."""
-    path = shutil.which(name)
-    if path is None:
-        message = f"{name} is not installed: {INSTALL}"
-        if os.environ.get("UPGRADER_REQUIRE_PROMETHEUS"):
-            pytest.fail(f"{message} (UPGRADER_REQUIRE_PROMETHEUS is set: CI must run these tests)")
-        pytest.skip(message)
-    return path
+    return required_binary(name, INSTALL, "UPGRADER_REQUIRE_PROMETHEUS")
 
 
 def rendered_deploy() -> list[dict[str, Any]]:

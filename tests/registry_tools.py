@@ -13,8 +13,6 @@ import gzip
 import hashlib
 import io
 import json
-import os
-import shutil
 import subprocess
 import tarfile
 import threading
@@ -27,9 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-import pytest
-
-from tests.conftest import free_port
+from tests.conftest import free_port, required_binary
 
 INSTALL = "install them with `sudo apt-get install docker-registry skopeo openssl` (Debian/Ubuntu)"
 SERVICE = "upgrader-test-registry"
@@ -37,13 +33,7 @@ ISSUER = "upgrader-test-token-service"
 
 
 def binary(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        message = f"{name} is not installed: {INSTALL}"
-        if os.environ.get("UPGRADER_REQUIRE_REGISTRY"):
-            pytest.fail(f"{message} (UPGRADER_REQUIRE_REGISTRY is set: CI must run these tests)")
-        pytest.skip(message)
-    return path
+    return required_binary(name, INSTALL, "UPGRADER_REQUIRE_REGISTRY")
 
 
 def _b64url(data: bytes) -> str:
