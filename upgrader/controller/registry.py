@@ -142,7 +142,7 @@ class Registry:
         if scheme == "basic":
             if login is None:
                 return RegistryAnswer("unknown", f"registry {image.host} wants credentials: no pull secret for it")
-            return "Basic " + base64.b64encode(f"{login[0]}:{login[1]}".encode()).decode()
+            return _basic(login)
         if scheme != "bearer":
             return RegistryAnswer("unknown", f"registry {image.host} asks for {scheme} authentication")
         params = dict(_CHALLENGE.findall(challenge))
@@ -151,9 +151,7 @@ class Registry:
             return RegistryAnswer("unknown", f"registry {image.host}: a Bearer challenge without a realm")
         query = {k: v for k, v in params.items() if k == "service"}
         query["scope"] = params.get("scope") or f"repository:{image.repository}:pull"
-        headers = {}
-        if login is not None:
-            headers["Authorization"] = "Basic " + base64.b64encode(f"{login[0]}:{login[1]}".encode()).decode()
+        headers = {"Authorization": _basic(login)} if login is not None else {}
         response = self.pool.request("GET", f"{realm}?{urlencode(query)}", headers=headers, preload_content=False)
         try:
             body = response.read(TOKEN_MAX_BYTES + 1)
@@ -165,6 +163,10 @@ class Registry:
         if token is None:
             return RegistryAnswer("unknown", f"token service {realm} gave no token")
         return f"Bearer {token}"
+
+
+def _basic(login: tuple[str, str]) -> str:
+    return "Basic " + base64.b64encode(f"{login[0]}:{login[1]}".encode()).decode()
 
 
 def _token(body: bytes) -> str | None:

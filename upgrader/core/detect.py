@@ -163,10 +163,14 @@ def recover(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> l
     failed_validation = node.annotations.get(FAILED_STATE) == State.VALIDATION_REQUIRED.value
     if pod is None or (failed_validation and pod.uid == node.annotations.get(FAILED_DRIVER_POD)):
         return []
+    if not node.unschedulable:
+        # Someone uncordoned the failed node: validation happens cordoned, like every state up to the
+        # uncordon, so the cordon goes back first, recorded as upgrader's in the same request; the node
+        # moves on at the next pass, once cordoned (a cordon refused as stale leaves it failed, not validating).
+        return [SetUnschedulable(node.name, True, OURS)]
     # A node the GPU Operator (or a person) left failed is upgrader's from here: not adopted on the
     # next pass, its cordon lifted at the end only where a record says whose it is.
-    # Uncordoned by someone: the cordon it gets back below is upgrader's, whatever an old record says.
-    record, cordon = cordon_record(node) if node.unschedulable else ("false", "")
+    record, cordon = cordon_record(node)
     annotations: dict[str, str | None] = {
         STARTED_AT: node.annotations.get(STARTED_AT) or rfc3339(now),
         WAS_UNSCHEDULABLE: record,
@@ -186,15 +190,7 @@ def recover(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> l
         + "; validating the node again"
         + ("" if record else f"; {cordon}")
     )
-    if not node.unschedulable:
-        annotations[OPERATOR_INITIAL_UNSCHEDULABLE] = None
-    recovered = fire(node.name, State.FAILED, "driver_recovered", annotations=annotations, message=message)
-    if node.unschedulable:
-        return [recovered]
-    # Someone uncordoned the failed node: validation happens cordoned, like every state up to the
-    # uncordon, so the cordon goes back first, recorded as upgrader's in the same request; the node
-    # moves on at the next pass, once cordoned (a cordon refused as stale leaves it failed, not validating).
-    return [SetUnschedulable(node.name, True, OURS)]
+    return [fire(node.name, State.FAILED, "driver_recovered", annotations=annotations, message=message)]
 
 
 def unfinished_cycle(node: NodeView) -> str | None:

@@ -190,15 +190,14 @@ def read_interlocks(api: KubeApi, driver_sets: list[DriverSet]) -> tuple[Interlo
     DaemonSet no such object owns). One that is not there (404, or a CRD not served) holds nothing; one
     we may not read (403) means we cannot judge, and upgrader acts on no node."""
     owners = {ds.owner for ds in driver_sets if ds.owner is not None and ds.owner[0] in OPERATOR_PATHS}
-    paths = sorted(f"{OPERATOR_PATHS[kind]}/{name}" for kind, name in owners)
+    reads = [(kind, f"{OPERATOR_PATHS[kind]}/{name}", api.get) for kind, name in sorted(owners)]
     if any(ds.owner is None or ds.owner[0] not in OPERATOR_PATHS for ds in driver_sets):
-        paths.append(OPERATOR_PATHS[CLUSTER_POLICY])  # unowned: any ClusterPolicy may govern it
+        reads.append((CLUSTER_POLICY, OPERATOR_PATHS[CLUSTER_POLICY], api.list))  # unowned: any may govern it
     upgrades: list[OperatorUpgrade] = []
     unreadable: str | None = None
-    for path in paths:
-        kind = CLUSTER_POLICY if path.startswith(OPERATOR_PATHS[CLUSTER_POLICY]) else NVIDIA_DRIVER
+    for kind, path, read in reads:
         try:
-            found = api.list(path) if path in OPERATOR_PATHS.values() else api.get(path)
+            found = read(path)
         except ApiError as exc:
             if exc.status == 404:
                 continue
