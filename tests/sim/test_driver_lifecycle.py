@@ -224,3 +224,22 @@ def test_a_driver_that_fails_validation_keeps_the_gpus_away(
     assert allocatable(core, node) == "0"
     cluster.advance(600)
     assert not is_ready(validator_pod(core, node)) and allocatable(core, node) == "0"
+
+
+def test_a_rolling_update_restarts_drivers_under_running_jobs_one_at_a_time(
+    healthy: ScenarioInfo, cluster: EmulatedCluster, core: k8s.CoreV1Api, apps: k8s.AppsV1Api
+) -> None:
+    """What upgrader refuses to run beside: with RollingUpdate, Kubernetes itself deletes the old
+    driver pods, never more than maxUnavailable unavailable, whatever runs on the GPUs."""
+    name = healthy.driver_daemonsets[0]
+    body = {"spec": {"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "34%"}}}}
+    apps.patch_namespaced_daemon_set(name, OPERATOR, body)
+    status = apps.read_namespaced_daemon_set(name, OPERATOR).status
+    assert status.desired_number_scheduled - status.number_ready == 2  # 34% of 3, rounded up
+    for _ in range(60):
+        cluster.advance(1)
+        status = apps.read_namespaced_daemon_set(name, OPERATOR).status
+        assert status.desired_number_scheduled - status.number_available <= 2
+    assert status.updated_number_scheduled == status.number_ready == 3
+    rolled = [i for i in cluster.daemonsets.incidents if "deleted by the DaemonSet controller's RollingUpdate" in i]
+    assert len(rolled) == 3 and rolled == cluster.daemonsets.incidents, cluster.daemonsets.incidents

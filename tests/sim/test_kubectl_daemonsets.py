@@ -156,3 +156,23 @@ def test_watch_prints_a_label_change(healthy: Sim) -> None:
     assert watch.returncode == 0, err
     assert [line.split() for line in rest.splitlines()][-1][:2] == [node, "Ready"], rest
     assert rest.splitlines()[-1].split()[-1] == "yes", rest
+
+
+def test_rolling_update_replaces_every_old_driver_pod_itself(sim_factory: StartSim) -> None:
+    """Switched to RollingUpdate (what upgrader refuses to run beside), the DaemonSet controller
+    deletes the old driver pods itself, one unavailable at a time, and `kubectl rollout status`
+    follows it to the end."""
+    sim = sim_factory("healthy")
+    ds = DRIVER_DS["105"]
+    assert by(sim.get("ds", "-n", OPERATOR_NS), "NAME")[ds]["UP-TO-DATE"] == "0"
+    patch = '{"spec":{"updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":1}}}}'
+    patched = sim.ok("patch", "ds", ds, "-n", OPERATOR_NS, "--type", "merge", "-p", patch)
+    assert patched == f"daemonset.apps/{ds} patched\n"
+    text = sim.ok("rollout", "status", f"ds/{ds}", "-n", OPERATOR_NS, "--timeout=60s", timeout=70)
+    assert text.splitlines()[-1] == f'daemon set "{ds}" successfully rolled out', text
+    row = by(sim.get("ds", "-n", OPERATOR_NS), "NAME")[ds]
+    assert [row[c] for c in ("DESIRED", "READY", "UP-TO-DATE", "AVAILABLE")] == ["3", "3", "3", "3"], row
+    hashes = _revision_hashes(sim, ds)
+    for node in [n for n, d in DRIVER_DS_OF_NODE.items() if d == ds]:
+        (pod,) = _driver_pods_on(sim, node)
+        assert pod["CONTROLLER-REVISION-HASH"] == hashes[2], pod

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from email.utils import formatdate
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -74,6 +75,10 @@ class Dispatcher:
         self.events_v1 = EventsV1View(store)
 
     # ----- entry point ----------------------------------------------------------------------
+
+    def date(self) -> str:
+        """The `Date` header of an answer: the emulator's clock, as kube-apiserver dates its answers."""
+        return formatdate(self.store.clock.now(), usegmt=True)
 
     def handle(self, req: Request) -> Response:
         self.store.run_due()

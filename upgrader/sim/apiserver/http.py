@@ -21,6 +21,9 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         return  # the dispatcher's request log is the record
 
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        return self.server.dispatcher.date()  # the emulator's clock, virtual or not
+
     def _handle(self) -> None:
         path, _, query = self.path.partition("?")
         length = int(self.headers.get("Content-Length") or 0)

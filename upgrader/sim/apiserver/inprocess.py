@@ -114,7 +114,7 @@ class InProcessREST:
             _FakeHTTPResponse(
                 self.dispatcher,
                 response.status,
-                response.headers,
+                {"Date": self.dispatcher.date(), **response.headers},
                 response.body,
                 response.watcher,
                 response.watch_table,

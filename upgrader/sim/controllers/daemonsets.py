@@ -1,10 +1,13 @@
-"""DaemonSets with the OnDelete strategy and their ControllerRevisions.
+"""DaemonSets and their ControllerRevisions.
 
 What the controller under test relies on:
 - a template change makes a new ControllerRevision (hash computed like the real controller);
 - a deleted DaemonSet pod comes back after a delay from the newest template, with that
   revision's `controller-revision-hash`, and turns Ready after another delay, unless its image is
   missing from the emulated registry (then it stays not-ready with an image pull error);
+- `updateStrategy` OnDelete (what upgrader needs) leaves old pods alone; RollingUpdate deletes old
+  pods itself, while fewer than `maxUnavailable` (default 1, or a percentage of the desired pods,
+  rounded up) are unavailable, as the real controller's surge-less rolling update does;
 - the GPU driver's pods also drive their node's GPUs and validators (`driver.py`).
 """
 
@@ -79,6 +82,7 @@ class DaemonSetController:
             for pod in self._pods_on(name):
                 self.store.remove(self.pods, pod)
             return
+        self.driver.node_changed(node)
         old_labels = (change.old or {}).get("metadata", {}).get("labels")
         if change.old is None or old_labels != node["metadata"].get("labels"):
             for ds in self.store.objects(self.ds):
@@ -271,8 +275,12 @@ class DaemonSetController:
                 if p is not None:
                     self._became_running(p)
 
-        ready_delay = self.settings.delay("pod_ready", node_of(pod), self.settings.pod_ready_delay)
-        self.store.timers.after(ready_delay, f"start {ns}/{name}", running)
+        def start_running() -> None:
+            ready_delay = self.settings.delay("pod_ready", node_of(pod), self.settings.pod_ready_delay)
+            self.store.timers.after(ready_delay, f"start {ns}/{name}", running)
+
+        if not self.driver.hold_for_safe_load(pod, start_running):
+            start_running()
 
     def _retry(self, ns: str, name: str, uid: str, attempt: int) -> None:
         pod = self.store.find(self.pods, ns, name)
@@ -321,6 +329,20 @@ class DaemonSetController:
             ds["metadata"]["name"],
             lambda d: d.setdefault("status", {}).update(status),
         )
+        self._roll(current, pods, newest, desired - ready)
+
+    def _roll(self, ds: Obj, pods: list[Obj], newest: str, unavailable: int) -> None:
+        """Under RollingUpdate, delete old pods while the budget of unavailable pods allows (not-ready
+        old pods first, as the real controller takes them); OnDelete waits for a client to delete them."""
+        strategy = (ds.get("spec") or {}).get("updateStrategy") or {}
+        if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+            return
+        desired = unavailable + sum(1 for p in pods if is_ready(p))
+        budget = _max_unavailable((strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1), desired)
+        old = [p for p in pods if (p["metadata"].get("labels") or {}).get(HASH_LABEL) != newest]
+        for pod in sorted(old, key=is_ready)[: max(0, budget - unavailable)]:
+            self.driver.rolled.add(pod["metadata"]["name"])
+            self.store.delete(self.pods, pod["metadata"]["namespace"], pod["metadata"]["name"])
 
     # ----- lookups --------------------------------------------------------------------------
 
@@ -334,6 +356,13 @@ class DaemonSetController:
         """The DaemonSet controlling a pod, if it still exists."""
         owner = _ds_owner(pod)
         return self._ds_by_uid(owner.get("uid", ""), pod["metadata"]["namespace"]) if owner else None
+
+
+def _max_unavailable(value: Any, desired: int) -> int:
+    """`rollingUpdate.maxUnavailable`: a count, or a percentage of the desired pods rounded up."""
+    if isinstance(value, str) and value.endswith("%"):
+        return -(-int(value[:-1]) * desired // 100)
+    return int(value)
 
 
 def _ds_owner(pod: Obj) -> Obj | None:

@@ -5,6 +5,12 @@ node is gone, the node's GPU allocatable (`nvidia.com/gpu` and MIG slices `nvidi
 and validators are not Ready; a Ready driver restores allocatable, relabels the running driver
 version (as GFD would) and lets validators turn Ready. A driver stopping while pods still hold GPUs
 on the node (GPU or MIG resources, or a DRA claim NVIDIA's driver allocated) is an incident.
+
+Safe driver loading (k8s-operator-libs' two-step load): a driver template with an init container
+whose env has SAFE_LOAD_ENV=true keeps the old module loaded when its old pod stops; the new pod's
+init container sets SAFE_LOAD_ANNOTATION on the node and blocks until an upgrade controller removes
+it; only then does the driver unload the old module and load the new one (an incident if GPU pods
+still run then).
 """
 
 from __future__ import annotations
@@ -30,6 +36,11 @@ from upgrader.sim.controllers.kubelet import report_ready
 from upgrader.sim.controllers.settings import DRIVER_COMPONENT, DRIVER_COMPONENT_LABEL, GPU, VALIDATOR_APP, SimSettings
 
 Obj = dict[str, Any]
+# The Operator libraries' names for safe driver loading (the emulator's own copy: it judges upgrader).
+SAFE_LOAD_ANNOTATION = "nvidia.com/gpu-driver-upgrade.driver-wait-for-safe-load"
+SAFE_LOAD_ENV = "ENABLE_SAFE_DRIVER_LOAD"
+# How an incident names a driver restart Kubernetes made itself (the DaemonSet's RollingUpdate).
+ROLLED_BY_KUBERNETES = "deleted by the DaemonSet controller's RollingUpdate"
 DRIVER_VERSION_LABELS = (
     "nvidia.com/cuda.driver.major",
     "nvidia.com/cuda.driver.minor",
@@ -88,6 +99,10 @@ class DriverLifecycle:
         # Driver restarts that happened while GPU workloads still ran on the node.
         self.incidents: list[str] = []
         # Driver pods restarted with their configuration unchanged: the module stayed loaded.
+        # Pods the DaemonSet controller deleted itself (RollingUpdate), not a client: named so in incidents.
+        self.rolled: set[str] = set()
+        # node -> how its driver pod goes on once the safe-load annotation is removed.
+        self._safe_waiting: dict[str, Callable[[], None]] = {}
         self.kept_loaded: list[str] = []
 
     def ready(self, ds: Obj, node_name: str) -> None:
@@ -118,18 +133,52 @@ class DriverLifecycle:
         if not is_driver_daemonset(ds):
             return
         node_name = node_of(pod)
+        if safe_load(((ds.get("spec") or {}).get("template") or {}).get("spec")):
+            self.kept_loaded.append(f"{node_name}: driver pod {pod['metadata']['name']} (its successor loads safely)")
+            return
         digest = config_digest(pod.get("spec"))
         if digest is not None and digest == config_digest(((ds.get("spec") or {}).get("template") or {}).get("spec")):
             self.kept_loaded.append(f"{node_name}: driver pod {pod['metadata']['name']}")
             return
         busy = [p["metadata"]["name"] for p in self.store.pods_on(node_name) if self.holds_gpu(p)]
         if busy:
+            by = f" ({ROLLED_BY_KUBERNETES})" if pod["metadata"]["name"] in self.rolled else ""
             self.incidents.append(
-                f"driver pod {pod['metadata']['name']} stopped on {node_name} while GPU pods ran: "
+                f"driver pod {pod['metadata']['name']} stopped on {node_name}{by} while GPU pods ran: "
                 + ", ".join(sorted(busy))
             )
         self.store.mutate(self.nodes, None, node_name, _zero_allocatable)
         self.refresh_validators(node_name)
+
+    # ----- safe driver loading ------------------------------------------------------------------
+
+    def hold_for_safe_load(self, pod: Obj, proceed: Callable[[], None]) -> bool:
+        """A starting driver pod whose init container waits for a safe load: annotate the node and hold
+        `proceed` until the annotation is removed. False for any other pod."""
+        if not safe_load(pod.get("spec")) or not self._is_driver_pod(pod):
+            return False
+        node_name = node_of(pod)
+        self._safe_waiting[node_name] = lambda: self._load(node_name, proceed)
+
+        def wait(node: Obj) -> None:
+            node["metadata"].setdefault("annotations", {})[SAFE_LOAD_ANNOTATION] = "true"
+
+        self.store.mutate(self.nodes, None, node_name, wait)
+        return True
+
+    def node_changed(self, node: Obj) -> None:
+        """The safe-load annotation removed from a node whose driver pod waits: it loads now."""
+        name = node["metadata"]["name"]
+        if name in self._safe_waiting and not (node["metadata"].get("annotations") or {}).get(SAFE_LOAD_ANNOTATION):
+            self.store.timers.after(0.0, f"safe load on {name}", self._safe_waiting.pop(name))
+
+    def _load(self, node_name: str, proceed: Callable[[], None]) -> None:
+        """The old module unloads now and the new one loads."""
+        busy = [p["metadata"]["name"] for p in self.store.pods_on(node_name) if self.holds_gpu(p)]
+        if busy:
+            self.incidents.append(f"driver loaded on {node_name} while GPU pods ran: " + ", ".join(sorted(busy)))
+        self.store.mutate(self.nodes, None, node_name, _zero_allocatable)
+        proceed()
 
     def holds_gpu(self, pod: Obj) -> bool:
         """A live pod with GPU or MIG resources, or a ResourceClaim of NVIDIA's DRA driver (a claim
@@ -166,6 +215,15 @@ class DriverLifecycle:
     def _is_driver_pod(self, pod: Obj) -> bool:
         ds = self.daemonset_of(pod)
         return ds is not None and is_driver_daemonset(ds)
+
+
+def safe_load(pod_spec: Obj | None) -> bool:
+    """The pod (or template) loads its driver safely: an init container with SAFE_LOAD_ENV=true."""
+    return any(
+        e.get("name") == SAFE_LOAD_ENV and str(e.get("value")).lower() == "true"
+        for c in (pod_spec or {}).get("initContainers") or []
+        for e in c.get("env") or []
+    )
 
 
 def _restore_allocatable(node: Obj) -> None:
