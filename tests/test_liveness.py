@@ -82,10 +82,10 @@ def test_a_renewal_in_the_future_is_clock_skew_never_a_fresh_lease(ahead: float)
     assert seen.alive is None
     assert seen.warning(T) == (
         f"cannot tell whether a controller is running: Lease {WHERE} was renewed by upgrader-7d9-x at "
-        f"{rfc3339(T + ahead)}, {ago(ahead)} ahead of this machine's clock (clock skew between this machine and "
-        "the controller's); this status may be stale"
+        f"{rfc3339(T + ahead)}, {ago(ahead)} ahead of the API server's clock (stamped by a replica whose clock "
+        "runs ahead: clock skew); this status may be stale"
     )
-    assert seen.line(T) == f"CONTROLLER: unknown (Lease {WHERE} renewTime {ago(ahead)} in this machine's future)"
+    assert seen.line(T) == f"CONTROLLER: unknown (Lease {WHERE} renewTime {ago(ahead)} in the API server's future)"
 
 
 def test_a_renewal_a_moment_ahead_is_within_the_skew_tolerance() -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,12 +16,14 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
+from tests.conftest import required_binary
 from upgrader.commands.cli import main
 from upgrader.controller.loop import Controller
 from upgrader.controller.runner import build_controller
 from upgrader.controller.settings import Settings
 from upgrader.core.policy import Policy
 from upgrader.core.timefmt import rfc3339, rfc3339_micro
+from upgrader.kube.server_clock import server_clock_of
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 
@@ -40,11 +44,16 @@ class Served:
         self.url = self.cluster.serve()
         self.kubeconfig = str(self.cluster.write_kubeconfig(tmp / "kubeconfig"))
 
-    def controller(self, namespace: str = "gpu-operator", leader_election: bool = True) -> Controller:
+    def controller(
+        self, namespace: str = "gpu-operator", leader_election: bool = True, skew: float = 0.0
+    ) -> Controller:
+        """A controller that runs a few passes; `skew`: how far its machine's clock is off."""
         if self.cluster.get("namespaces", namespace) is None:
             self.cluster.create("namespaces", {"metadata": {"name": namespace}})
         settings = Settings(identity="ctl-trust", namespace=namespace, lease_duration_seconds=15)
-        ctl = build_controller(k8s.ApiClient(k8s.Configuration(host=self.url)), Policy(), settings, leader_election)
+        client = k8s.ApiClient(k8s.Configuration(host=self.url))
+        server_clock_of(client).local = lambda: time.time() + skew
+        ctl = build_controller(client, Policy(), settings, leader_election)
         for _ in range(20):  # the scenario's PDB halts the canary within a few passes
             if ctl.reconcile().status.get("phase") == "Halted":
                 break
@@ -91,6 +100,25 @@ def test_status_names_the_lease_holder_and_when_it_expires(served: Served, capsy
     ), lines[2]
 
 
+@pytest.mark.parametrize(("laptop", "controller"), [("+15m", -600.0), ("-15m", 600.0)])
+def test_status_from_a_laptop_minutes_off_sees_a_controller_minutes_off_the_other_way_as_fresh(
+    served: Served, laptop: str, controller: float
+) -> None:
+    """The real CLI under libfaketime: both clocks off by minutes, both read the API server's."""
+    faketime = required_binary("faketime", "apt-get install faketime", "UPGRADER_REQUIRE_FAKETIME")
+    served.controller(skew=controller)
+    argv = [faketime, "-f", laptop, sys.executable, "-m", "upgrader.commands.cli", "status",
+            "--kubeconfig", served.kubeconfig, "-n", "gpu-operator"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (0, ""), done
+    lines = done.stdout.splitlines()
+    found = re.fullmatch(r"UPDATED: \S+ \((\d+)s ago\)   NODES: 6", lines[1])
+    assert found and int(found.group(1)) <= 5, lines[1]
+    found = re.fullmatch(r"CONTROLLER: ctl-trust \(Lease gpu-operator/gpu-driver-upgrader renewed \S+ \((\d+)s ago\), "
+                         r"expires \S+\)", lines[2])
+    assert found and int(found.group(1)) <= 5, lines[2]
+
+
 @pytest.mark.parametrize("output", ["json", "yaml"])
 def test_machine_output_carries_the_controller(
     served: Served, capsys: pytest.CaptureFixture[str], output: str
@@ -124,7 +152,7 @@ def test_status_after_the_controller_stopped_says_so_first_and_exits_1(
     assert "CONTROLLER: none (Lease gpu-operator/gpu-driver-upgrader)" in out
 
 
-def test_a_lease_renewed_in_this_machines_future_is_clock_skew_and_exit_1(
+def test_a_lease_renewed_in_the_api_servers_future_is_clock_skew_and_exit_1(
     served: Served, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A dead replica whose clock ran 15 minutes ahead: never "renewed 0s ago", never exit 0."""
@@ -135,8 +163,8 @@ def test_a_lease_renewed_in_this_machines_future_is_clock_skew_and_exit_1(
     first = out.splitlines()[0]
     assert re.fullmatch(
         r"cannot tell whether a controller is running: Lease gpu-operator/gpu-driver-upgrader was renewed by "
-        r"ctl-trust at \S+, 1[45]m\d\ds ahead of this machine's clock \(clock skew between this machine and the "
-        r"controller's\); this status may be stale",
+        r"ctl-trust at \S+, 1[45]m\d\ds ahead of the API server's clock \(stamped by a replica whose clock runs "
+        r"ahead: clock skew\); this status may be stale",
         first,
     ), first
     assert "CONTROLLER: unknown (Lease gpu-operator/gpu-driver-upgrader renewTime " in out

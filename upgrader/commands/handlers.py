@@ -183,11 +183,14 @@ def plan(args: argparse.Namespace) -> int:
     limit = settings.from_file_max_mib * MIB
     if args.from_file:
         data = plan_source.from_file(args.from_file, limit)
+        now = time.time()
     else:
         from upgrader.kube.api import ApiError
 
         try:
-            data = plan_source.from_cluster(_api(args), settings)
+            api = _api(args)
+            data = plan_source.from_cluster(api, settings)
+            now = api.server_clock.now()  # windows judged on the cluster's clock, not the laptop's
         except ApiError as exc:
             print(f"upgrader: cannot read the cluster: {exc.message}", file=sys.stderr)
             return EXIT_FAILED
@@ -195,7 +198,7 @@ def plan(args: argparse.Namespace) -> int:
         snapshot, resources = plan_source.to_snapshot(data, settings, plan_source.relevant_pods(policy), args.policy)
         del data  # the raw objects are not needed any more
         options = PlanOptions(args.target_driver, ledger, profiles, floors, args.wave_duration)
-        result = build_plan(snapshot, policy, time.time(), options, resources)
+        result = build_plan(snapshot, policy, now, options, resources)
     except RecursionError:  # a value about 1,000 levels deep in the file, which the plan met
         if not args.from_file:
             raise

@@ -14,8 +14,8 @@ from upgrader.core.input_errors import printable
 from upgrader.core.timefmt import parse_or_none, rfc3339
 
 STALE = "this status may be stale"
-# A renewTime further than this ahead of this machine's clock is clock skew, not a fresh renewal: the
-# controller renewed it by its own clock, which runs ahead of ours (docs/operations.md#which-clock-each-timer-runs-on).
+# A renewTime further than this ahead of the API server's clock is clock skew, not a fresh renewal: the
+# replica stamped it by a clock of its own that runs ahead (docs/operations.md#which-clock-each-timer-runs-on).
 SKEW_TOLERANCE = 1.0
 
 
@@ -42,7 +42,7 @@ class ControllerSeen:
     alive: bool | None = None  # None: the Lease could not be read, so nobody can tell
     error: str | None = None  # why it could not be read
     found: bool = True  # there is a Lease
-    ahead: float | None = None  # seconds its renewTime is ahead of this machine's clock (clock skew)
+    ahead: float | None = None  # seconds its renewTime is ahead of the API server's clock (clock skew)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,8 +60,8 @@ class ControllerSeen:
         if self.alive is None and self.ahead is not None:
             return (
                 f"cannot tell whether a controller is running: Lease {self.lease} was renewed by {self.holder} at "
-                f"{rfc3339(self.renewed or 0)}, {ago(self.ahead)} ahead of this machine's clock (clock skew between "
-                f"this machine and the controller's); {STALE}"
+                f"{rfc3339(self.renewed or 0)}, {ago(self.ahead)} ahead of the API server's clock (stamped by a "
+                f"replica whose clock runs ahead: clock skew); {STALE}"
             )
         if self.alive is None:
             return f"cannot tell whether a controller is running: cannot read Lease {self.lease}: {self.error}; {STALE}"
@@ -82,7 +82,7 @@ class ControllerSeen:
     def line(self, now: float) -> str:
         """The CONTROLLER line of the status table."""
         if self.ahead is not None:
-            return f"CONTROLLER: unknown (Lease {self.lease} renewTime {ago(self.ahead)} in this machine's future)"
+            return f"CONTROLLER: unknown (Lease {self.lease} renewTime {ago(self.ahead)} in the API server's future)"
         if not self.alive:
             return f"CONTROLLER: none (Lease {self.lease})"
         until = f", expires {rfc3339(self.expires)}" if self.expires is not None else ""

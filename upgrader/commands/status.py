@@ -182,7 +182,7 @@ def status(args: argparse.Namespace) -> int:
         if args.watch:
             return _watch(api, settings, given, args.output)
         current = read_status(api, settings, given)
-        now = time.time()
+        now = api.server_clock.now()  # ages and the Lease's freshness on the API server's clock
         controller = read_controller(api, settings, now)
         warning = controller.warning(now)
         if warning and args.output != "table":  # the table says it in its first line
@@ -198,7 +198,7 @@ def _watch(api: KubeApi, settings: Settings, given: bool, output: str) -> int:
     try:
         while True:
             current = read_status(api, settings, given)
-            now = time.time()
+            now = api.server_clock.now()
             _frame(current, read_controller(api, settings, now), output, now)
             time.sleep(WATCH_SECONDS)
     except KeyboardInterrupt:

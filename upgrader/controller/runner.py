@@ -44,6 +44,7 @@ def build_controller(
     """The controller; `preflight`: the preflight's files as `run` read them (else the policy's, read now)."""
     api_client.user_agent = f"upgrader/{__version__} ({settings.identity})"
     api = KubeApi(api_client)
+    clock = api.server_clock.now  # every stamp and wait on the API server's clock (kube/server_clock.py)
     elector = None
     if leader_election:
         elector = LeaderElector(
@@ -52,10 +53,10 @@ def build_controller(
             settings.lease_name,
             settings.identity,
             settings.lease_duration_seconds,
-            time.time,
+            clock,
         )
-    judge = PreflightSource(api, policy, time.time, preflight)
-    return Controller(api, policy, settings, time.time, elector, judge)
+    judge = PreflightSource(api, policy, clock, preflight)
+    return Controller(api, policy, settings, clock, elector, judge)
 
 
 def check_policy_against_cluster(controller: Controller, policy_path: str | None = None) -> None:
@@ -83,7 +84,7 @@ def say_holds(controller: Controller, snapshot: Snapshot) -> None:
     if source is None:
         return
     inputs = source.read(snapshot, controller.policy).inputs
-    check = hold_check(snapshot, controller.policy, time.time(), Preflight(inputs))
+    check = hold_check(snapshot, controller.policy, controller.clock(), Preflight(inputs))
     waiting = [n.name for n in fleet(snapshot).managed if n.state is State.UPGRADE_REQUIRED]
     held = [(name, h) for name in waiting if (h := check(name)) is not None]
     shown = "; ".join(f"{name} ({h.kind}: {h.reason})" for name, h in held[:10])

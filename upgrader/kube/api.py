@@ -27,6 +27,7 @@ from kubernetes.client.exceptions import ApiException
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
 
 from upgrader.kube.reachability import Reachability, reachability_of
+from upgrader.kube.server_clock import ServerClock, server_clock_of
 
 Obj = dict[str, Any]
 PDB_CAUSE = "DisruptionBudget"
@@ -184,6 +185,8 @@ class KubeApi:
         self.server = str(api_client.configuration.host)
         # Shared with every KubeApi on the same client: the loop and the watches report to it.
         self.reachability: Reachability = reachability_of(api_client)
+        # The API server's clock, read from its answers: what every stamp and wait runs on (server_clock.py).
+        self.server_clock: ServerClock = server_clock_of(api_client)
         # The last error raised that means the API server is away (the loop clears it before a pass).
         self.last_away: ApiError | None = None
 
@@ -243,9 +246,12 @@ class KubeApi:
             url += "?" + urlencode({k: v for k, v in query.items() if v is not None})
         headers = {**self.client.default_headers, "Accept": "application/json", "Content-Type": content_type}
         self.client.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
+        local = self.server_clock.local
         try:
+            sent = local()
             response = self.client.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
             data = response.read()
+            self.server_clock.observe(response.getheader("Date"), sent, local())
         except ApiException as exc:
             self._count(verb, "unreachable" if not exc.status else str(exc.status))
             raise

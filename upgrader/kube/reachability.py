@@ -15,10 +15,11 @@ import logging
 import random
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
+
+from upgrader.kube.per_client import PerClient
 
 
 class Away(Protocol):
@@ -107,14 +108,5 @@ class Reachability:
         log.warning("%s; retrying with backoff (up to %g s)", trouble.line, BACKOFF_CAP_SECONDS)
 
 
-_BY_CLIENT: weakref.WeakKeyDictionary[Any, Reachability] = weakref.WeakKeyDictionary()
-_BY_CLIENT_LOCK = threading.Lock()
-
-
-def reachability_of(api_client: Any) -> Reachability:
-    """The one Reachability of an ApiClient's API server, shared by every KubeApi built on it."""
-    with _BY_CLIENT_LOCK:
-        found = _BY_CLIENT.get(api_client)
-        if found is None:
-            found = _BY_CLIENT[api_client] = Reachability(str(api_client.configuration.host))
-        return found
+# The one Reachability of an ApiClient's API server, shared by every KubeApi built on it.
+reachability_of = PerClient(lambda api_client: Reachability(str(api_client.configuration.host))).of
