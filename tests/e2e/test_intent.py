@@ -38,6 +38,16 @@ def test_a_pause_survives_the_status_configmap_being_deleted(rollout: Any) -> No
     r.run_until(("Done",), timeout=90)
 
 
+def test_resume_ends_a_pause_whose_status_was_deleted_before_the_controller_wrote_it_again(rollout: Any) -> None:
+    r: Rollout = rollout("healthy")
+    _paused_with_starts(r)
+    r.kubectl("-n", "gpu-operator", "delete", "configmap", STATUS)
+    assert main(["resume", "--kubeconfig", str(r.kubeconfig)]) == 0, "the control ConfigMap names the namespace"
+    control = r.cluster.get("configmaps", CONTROL, "gpu-operator") or {}
+    assert control["data"]["paused"] == "false"
+    r.run_until(("Done",), timeout=90)
+
+
 def test_a_pause_the_last_status_recorded_stays_when_its_control_object_is_deleted(rollout: Any) -> None:
     r: Rollout = rollout("healthy")
     started = _paused_with_starts(r)

@@ -4,7 +4,7 @@
 `resume` only unpauses. `acknowledge` names each failure it acknowledges by the node and the failure
 as the controller recorded it (`gpu-upgrader.io/failed-at`, copied as text): a later failure of the
 same node is a new one, and no clock of this machine is compared with the controller's. Each refuses
-(exit 1, one line, nothing written) where no controller has written a status.
+(exit 1, one line, nothing written) where no controller has written a status and no intent is kept.
 """
 
 from __future__ import annotations
@@ -46,8 +46,13 @@ def _write(api: KubeApi, settings: Settings, data: dict[str, str | None]) -> Non
 
 
 def _settings(api: KubeApi, args: argparse.Namespace) -> Settings:
+    """Where to write: refused unless a controller has written a status there, or intent is already
+    kept there (a status deleted while paused must not keep `resume` from ending the pause)."""
+    from upgrader.kube.snapshot import control_path
+
     settings = locate(api, args)
-    read_status(api, settings, _given(args))  # Refused when no controller has written a status
+    if api.get(control_path(settings)) is None:
+        read_status(api, settings, _given(args))  # Refused when no controller has written a status
     return settings
 
 
