@@ -37,6 +37,7 @@ POLICY = {**FAST_POLICY, "drain": {"enable": True, "force": True, "podSelector":
 MIG = "nvidia.com/mig-1g.10gb"
 DRIVER_APP = "nvidia-driver-daemonset"
 STATUS = ("gpu-operator", "gpu-driver-upgrade-status")
+CONTROL = ("gpu-operator", "gpu-driver-upgrade-control")  # the operators' pause and acknowledgements
 
 
 def operator_paths(cluster: EmulatedCluster, info: ScenarioInfo) -> None:
@@ -66,13 +67,19 @@ def operator_paths(cluster: EmulatedCluster, info: ScenarioInfo) -> None:
 
 
 def publish_after_failure(cluster: EmulatedCluster, node: str, tag: str, checks: int = 240) -> None:
-    """Publish the missing image a few seconds after `node` is upgrade-failed (checked every half
-    second), so its recovery happens however slowly faults make the rollout go; after `checks` checks
-    it is published anyway, and the campaign's figures show no recovery."""
+    """Publish the missing image a few seconds after `node`, or any node on its kernel that a domain
+    order put first, is upgrade-failed (checked every half second), so its recovery happens however
+    slowly faults make the rollout go; after `checks` checks it is published anyway, and the
+    campaign's figures show no recovery."""
+    kernel = (cluster.get("nodes", node) or {})["status"]["nodeInfo"]["kernelVersion"]
+
+    def failed() -> bool:
+        return any((n.get("metadata", {}).get("labels") or {}).get(STATE_LABEL) == State.FAILED.value
+                   and n["status"]["nodeInfo"]["kernelVersion"] == kernel
+                   for n in cluster.store.objects(cluster.type("nodes")))
 
     def check(left: int) -> None:
-        labels = ((cluster.get("nodes", node) or {}).get("metadata") or {}).get("labels") or {}
-        if labels.get(STATE_LABEL) == State.FAILED.value or left == 0:
+        if failed() or left == 0:
             cluster.store.timers.after(3.0, "publish the image",
                                           lambda: cluster.settings.registry[DRIVER_REPO].add(tag))
         else:
@@ -179,7 +186,7 @@ def world(tmp: Path, scenario: str = "healthy", faults: FaultPlan | None = None,
     cluster = EmulatedCluster(settings=SimSettings(**FAST_SIM), faults=None, seed=seed)
     info = build(cluster, scenario, 6, job_seconds=1.5)
     operator_paths(cluster, info)
-    recorder = RolloutRecorder(cluster, status=STATUS)
+    recorder = RolloutRecorder(cluster, status=STATUS, control=CONTROL)
     recorder.initially_cordoned.discard(info.nodes[-1])  # the Operator's own cordon: ours to lift
     url = cluster.serve()
     cluster.faults = faults  # after building: the scenario itself is not faulted

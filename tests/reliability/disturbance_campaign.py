@@ -23,6 +23,7 @@ from upgrader.core.policy import Policy, policy_from_mapping
 from upgrader.core.states import (
     IN_PROGRESS,
     REQUESTED_ANNOTATION,
+    SINCE_STATE,
     STATE_LABEL,
     STATE_SINCE,
     WAS_UNSCHEDULABLE,
@@ -34,9 +35,10 @@ from upgrader.sim.apiserver.faults import FaultPlan
 from upgrader.sim.proving.recording import ZONE_LABEL
 
 from .campaign_world import ORDER, POLICY, Figures, World, wait_for, world
+from .writers_and_clocks import GONE, KINDS, OtherWriters, split_incidents
 
 DISTURBANCES = ("order change", "zone relabel", "state set by hand", "bogus state label", "record removed",
-                "admin cordon", "admin uncordon", "latency", "API server restored")
+                "admin cordon", "admin uncordon", "latency", "API server restored", *KINDS)
 DISTURBED_LEASE_SECONDS = 6.0  # renewals delayed by seconds of latency still leave time to act
 LAG = 2.5  # how far a controller's watch-fed copy may trail the API server (latency up to 2 s)
 
@@ -76,12 +78,15 @@ class InProcessController:
         self.thread: threading.Thread | None = None
         self.failures: list[str] = []
 
-    def start(self, mapping: dict[str, Any]) -> Policy:
+    def start(self, mapping: dict[str, Any], skew: float = 0.0) -> Policy:
+        """Start with `mapping`; `skew`: seconds this replica's wall clock is ahead of the API server's."""
         policy = policy_from_mapping(mapping)
         self.starts += 1
         settings = Settings(requeue_seconds=0.1, identity=f"{self.name}-{self.starts}",
                             lease_duration_seconds=DISTURBED_LEASE_SECONDS)
         controller = build_controller(k8s.ApiClient(k8s.Configuration(host=self.w.url)), policy, settings)
+        if skew:  # this replica's machine: its clock is off; what it reads from the API server is not
+            controller.api.server_clock.local = lambda: time.time() + skew
         self._time_passes(controller)
         self.stop_event, self.wake = threading.Event(), threading.Event()
         start_watches(controller, self.stop_event, self.wake)
@@ -111,17 +116,18 @@ class InProcessController:
                 self.failures.append(f"controller {self.name}-{self.starts} did not stop within 60 s")
 
 
-class Disturber:
+class Disturber(OtherWriters):
     """People and failures around one rollout: the hand edits, restarts, latency and restores of
-    issue 11, at seeded random moments, and an operator who follows the runbooks for the named states
-    they leave (a cordon-record block, a `bogus` label listed as invalid, GPU pods a drain fallback
-    left behind, a failure that does not recover by itself, cordons that hold the whole budget)."""
+    issue 11 and the other writers and clocks of issue 23 (OtherWriters), at seeded random moments, and
+    an operator who follows the runbooks for the named states they leave (a cordon-record block, a
+    state label moved by someone else, a `bogus` label listed as invalid, GPU pods a drain fallback
+    left behind, a failure to acknowledge and one that does not recover by itself, cordons that hold
+    the whole budget)."""
 
     def __init__(self, w: World, controller: InProcessController, rng: random.Random, figures: Figures,
                  order: list[str]) -> None:
         self.w, self.controller, self.rng, self.figures = w, controller, rng, figures
         self.order = order
-        self.nodes = w.cluster.type("nodes")
         self.backups: list[tuple[float, Backup, int]] = []
         self.later: list[tuple[float, str, str]] = []  # (when, what, node): an admin's ticket closing
         self.closed: set[str] = set()  # nodes whose tickets were closed
@@ -129,21 +135,10 @@ class Disturber:
         self.latency_until = 0.0
         self.bogus_prior: dict[str, str | None] = {}
         self.noticed: dict[tuple[str, str], float] = {}
+        self.init_other_writers()
 
-    # ----- the cluster as kubectl shows it ---------------------------------------------------------
-
-    def node(self, name: str) -> dict[str, Any]:
-        return self.w.cluster.get("nodes", name) or {}
-
-    def label(self, name: str) -> str | None:
-        return ((self.node(name).get("metadata") or {}).get("labels") or {}).get(STATE_LABEL)
-
-    def cordoned(self, name: str) -> bool:
-        return bool((self.node(name).get("spec") or {}).get("unschedulable"))
-
-    def patch(self, who: str, name: str, body: dict[str, Any]) -> None:
-        with self.w.recorder.by_hand(who):
-            self.w.cluster.store.patch(self.nodes, None, name, "application/merge-patch+json", body)
+    def policy_mapping(self) -> dict[str, Any]:
+        return ordered_policy(self.order)
 
     # ----- the disturbances ------------------------------------------------------------------------
 
@@ -156,7 +151,12 @@ class Disturber:
         """Apply one disturbance of `kind`; False when nothing fits it right now."""
         rng, nodes = self.rng, self.w.info.nodes
         in_progress = [n for n in nodes if self.label(n) in {s.value for s in IN_PROGRESS}]
-        if kind == "order change":
+        if kind in KINDS:
+            if not getattr(self, KINDS[kind])():
+                return False
+        elif kind == "order change":
+            if self.standby is not None:  # one policy at a time: the audit judges by the one in effect
+                return False
             self.order = list(rng.choice([o for o in itertools.permutations(ORDER) if list(o) != self.order]))
             self.controller.stop()
             self.controller.start(ordered_policy(self.order))
@@ -185,11 +185,16 @@ class Disturber:
                 return False
             name, key = rng.choice(choices)
             self.patch("admin", name, {"metadata": {"annotations": {key: None}}})
-        elif kind == "admin cordon":  # a hardware ticket: the admin uncordons when it is closed
-            free = [n for n in nodes if not self.cordoned(n)]
+        elif kind == "admin cordon":  # a hardware ticket, in any state: the admin uncordons when it is closed
+            free: dict[str, list[str]] = {}
+            for n in nodes:
+                if not self.cordoned(n):
+                    free.setdefault(str(self.label(n)), []).append(n)
             if not free:
                 return False
-            name = rng.choice(free)
+            state = rng.choice(sorted(free))
+            name = rng.choice(free[state])
+            self.figures.counts[f"admin cordon in {state}"] += 1
             self.patch("admin", name, {"spec": {"unschedulable": True}})
             # Some tickets outlast the node's upgrade: only the rollout's end closes them (one at a
             # time, or their cordons would leave no budget to start a node that is not cordoned).
@@ -220,6 +225,7 @@ class Disturber:
                 else:
                     self.w.cluster.restore_from(backup, future_watches=how)
             self.figures.counts[f"restores ({how})"] += 1
+            self.after_restore()
             # An admin whose ticket was closed uncordons again what the older state cordons again.
             reopened = (self.closed - {n for *_, n in self.later}) & self.w.recorder.foreign_cordons(set(nodes))
             for name in sorted(reopened):
@@ -240,6 +246,7 @@ class Disturber:
             self.closed.add(item[2])
             if self.cordoned(item[2]):
                 self.patch("admin", item[2], {"spec": {"unschedulable": None}})
+        self.run_due(now, closing)
         self.operate(now)
 
     def operate(self, now: float) -> None:
@@ -250,6 +257,8 @@ class Disturber:
         for blocked in status.get("blocked") or []:
             if blocked.get("kind") == "cordon-record":
                 seen[("cordon-record", blocked["node"])] = (self.rng.uniform(0.5, 2.0), "")
+            elif blocked.get("kind") == "state-label":
+                seen[("state-label", blocked["node"])] = (self.rng.uniform(0.5, 2.0), "")
             elif blocked.get("kind") == "gpu-pods":  # GPU pods a drain fallback left (PDB refusals)
                 seen[("gpu-pods", blocked["node"])] = (5.0, blocked.get("reason", ""))
         for invalid in status.get("invalid") or []:
@@ -257,6 +266,8 @@ class Disturber:
                 seen[("bogus", invalid["node"])] = (self.rng.uniform(0.5, 2.0), "")
         for failed in status.get("failed") or []:
             seen[("failed", failed["node"])] = (20.0, "")
+            if not failed.get("acknowledged"):
+                seen[("acknowledge", failed["node"])] = (self.rng.uniform(0.5, 2.0), "")
         if str(status.get("message", "")).startswith("maxUnavailable") and not status.get("in_progress"):
             seen[("budget", "")] = (10.0, "")  # runbooks/rollout-halted.md 6: cordons hold the budget
         self.noticed = {k: v for k, v in self.noticed.items() if k in seen}
@@ -271,6 +282,12 @@ class Disturber:
         if what == "cordon-record":  # runbooks/cordon-record-missing.md: say whose the cordon is
             whose = "true" if name in self.w.recorder.foreign_cordons(set(self.w.info.nodes)) else "false"
             self.patch("operator", name, {"metadata": {"annotations": {WAS_UNSCHEDULABLE: whose}}})
+        elif what == "state-label":  # runbooks/state-label-moved.md 2: set back the state upgrader set
+            since = ((self.node(name).get("metadata") or {}).get("annotations") or {}).get(SINCE_STATE)
+            self.patch("operator", name, {"metadata": {"labels": {STATE_LABEL: since}}})
+        elif what == "acknowledge":  # runbooks/upgrade-failed-recovery.md, from a laptop whose clock is off
+            if not self.cli("acknowledge", name, refusals=GONE):
+                what = "acknowledge refused: recovered meanwhile"
         elif what == "bogus" and self.label(name) == "bogus":  # set back what it was, as its Events say
             self.patch("operator", name, {"metadata": {"labels": {STATE_LABEL: self.bogus_prior.get(name)}}})
         elif what == "failed" and self.label(name) == State.FAILED.value:
@@ -342,11 +359,17 @@ def disturbance_campaign(tmp: Path, rollouts: int, seed: int, disturb_seconds: f
                 1 for *_, name in disturber.later if disturber.cordoned(name))
         finally:
             disturber.tick(closing=True, ended=True)
-            controller.stop()
+            for replica in disturber.replicas:
+                if not replica.stop_event.is_set():
+                    replica.stop()
             w.cluster.stop()
         audit = w.recorder.check_disturbed(first, set(w.info.nodes), lag=LAG)
-        figures.violations += [f"rollout {index}: {v}" for v in audit.violations + controller.failures]
-        figures.violations += [f"rollout {index}: incident: {i}" for i in w.cluster.daemonsets.incidents]
+        replicas = [f for replica in disturber.replicas for f in replica.failures]
+        figures.violations += [f"rollout {index}: {v}" for v in audit.violations + replicas]
+        figures.violations += [f"rollout {index}: {v}" for v in disturber.other_writer_violations(LAG)]
+        ours, kubernetes = split_incidents(w.cluster.daemonsets.incidents)
+        figures.violations += [f"rollout {index}: incident: {i}" for i in ours]
+        figures.counts["driver restarts Kubernetes made under RollingUpdate"] += kubernetes
         figures.counts["judged on the world before a disturbance"] += len(audit.excused)
         figures.counts.update(w.paths())
         figures.rollouts += 1

@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from upgrader.core.policy import policy_from_mapping
-from upgrader.core.states import STATE_LABEL, State
+from upgrader.core.states import FAILED_AT, STATE_LABEL, State
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 from upgrader.sim.proving.disturbed_audit import DisturbedAudit
 from upgrader.sim.proving.invariants import RolloutRecorder
 from upgrader.sim.proving.recording import ZONE_LABEL
 
-from .campaign_world import FULL, ORDER, STATUS, Figures
+from .campaign_world import CONTROL, FULL, ORDER, STATUS, Figures
 from .campaigns import fault_campaign, kill_campaign, replica_campaign
 from .disturbance_campaign import DISTURBANCES, LAG, disturbance_campaign, ordered_policy
 
@@ -61,6 +61,13 @@ def test_disturbance_campaign(tmp_path: Path) -> None:
     # Every kind in every rollout (the API server replaced at least once in each), latency for real.
     assert figures.counts["kinds never applied"] == 0 and all(figures.counts[k] >= 1 for k in DISTURBANCES)
     assert figures.counts["requests delayed"] > 0, figures.line()
+    # The other writers and clocks for real: a cordon landed in the window before upgrader's own, the
+    # CLI ran minutes off, a failure was acknowledged from it, and a status deleted while paused came back Paused.
+    for seen in ("admin cordons in the window before upgrader's own", "CLI runs with a skewed clock",
+                 "operator: acknowledge", "status written again as Paused"):
+        assert figures.counts[seen] >= 1, (seen, figures.line())
+    assert figures.counts["CLI clock skew, largest (s)"] >= 60, figures.line()
+    assert figures.counts["replica clock skew, largest (s)"] >= 60, figures.line()
 
 
 # ----- the disturbed-rollout audit itself: it catches what it must, and excuses only races -----------
@@ -73,7 +80,7 @@ class Fleet:
         self.info = build(self.cluster, "healthy", 9)
         for name in self.info.nodes:
             self.label(name, State.UPGRADE_REQUIRED.value)
-        self.recorder = RolloutRecorder(self.cluster, status=STATUS)
+        self.recorder = RolloutRecorder(self.cluster, status=STATUS, control=CONTROL)
         self.policy = policy_from_mapping({**ordered_policy(ORDER), "maxUnavailable": "50%"})  # maxParallel 2
         self.recorder.policy_in_effect(self.policy)
 
@@ -86,6 +93,18 @@ class Fleet:
 
     def cordon(self, name: str, on: bool, who: str | None = None) -> None:
         self.write(name, {"spec": {"unschedulable": True if on else None}}, who)
+
+    def control(self, data: dict[str, str]) -> None:
+        """`upgrader pause` / `acknowledge` as the control ConfigMap holds them."""
+        with self.recorder.by_hand("operator"):
+            if self.cluster.get("configmaps", CONTROL[1], CONTROL[0]) is None:
+                self.cluster.create("configmaps", {"metadata": {"name": CONTROL[1]}, "data": data}, CONTROL[0])
+            else:
+                self.cluster.store.patch(self.cluster.type("configmaps"), CONTROL[0], CONTROL[1],
+                                         "application/merge-patch+json", {"data": data})
+
+    def fail(self, name: str, at: str) -> None:
+        self.write(name, {"metadata": {"labels": {STATE_LABEL: State.FAILED.value}, "annotations": {FAILED_AT: at}}})
 
     def start(self, name: str) -> None:
         self.recorder.pass_begins()
@@ -139,3 +158,34 @@ def test_the_audit_follows_whose_cordon_it_is_back_through_a_restore() -> None:
     assert f.recorder.foreign_cordons(set(f.info.nodes)) == set()
     (line,) = f.audit().violations
     assert line.endswith("gpu-a-01 was cordoned by someone else and got uncordoned")
+
+
+def test_the_audit_holds_starts_while_paused_excusing_only_a_pass_that_began_before_the_pause() -> None:
+    f = Fleet()
+    f.start("gpu-a-01")
+    f.control({"paused": "true"})
+    f.start("gpu-a-02")  # its pass read the cluster just before the pause landed
+    assert f.audit().violations == [] and len(f.audit().excused) == 1
+    for name in ("gpu-a-01", "gpu-a-02"):
+        f.label(name, State.UNCORDON_REQUIRED.value)
+        f.cordon(name, False)
+        f.label(name, State.DONE.value)
+    f.cluster.advance(LAG + 1)
+    f.start("gpu-a-03")
+    (line,) = f.audit().violations
+    assert line.endswith("gpu-a-03 started while paused"), line
+
+
+def test_the_audit_lets_an_acknowledged_failure_go_and_holds_a_later_failure_of_the_same_node() -> None:
+    f = Fleet()
+    f.start("gpu-a-01")
+    f.fail("gpu-a-01", "2026-01-01T00:00:05Z")
+    f.control({"acknowledged": '{"gpu-a-01": "2026-01-01T00:00:05Z"}'})
+    f.cluster.advance(LAG + 1)
+    f.start("gpu-a-02")
+    assert f.audit().violations == []
+    f.fail("gpu-a-01", "2026-01-01T00:00:09Z")  # retried, and failed again: a new failure
+    f.cluster.advance(LAG + 1)
+    f.start("gpu-a-03")
+    (line,) = f.audit().violations
+    assert line.endswith("gpu-a-03 started while the rollout was halted by ['gpu-a-01']"), line

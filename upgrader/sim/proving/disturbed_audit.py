@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from upgrader.core.policy import OnNodeFailure, Policy
-from upgrader.core.states import IN_PROGRESS, WAS_UNSCHEDULABLE, State
+from upgrader.core.states import FAILED_AT, IN_PROGRESS, WAS_UNSCHEDULABLE, State
 from upgrader.sim.proving.recording import NO_DOMAIN, RESTORE, HistoryRecorder, Mark, NodeRecord, domain_order
 
 
@@ -38,7 +38,8 @@ class DisturbedAuditor(HistoryRecorder):
           (`policy_in_effect`); a domain is active while any of its nodes is in progress, and no node
           of another domain starts until none is; the rollout leaves the status's current domain only
           once it is finished, for the first unfinished domain in the order;
-        - no start while a node in progress is blocked or a node is failed (unacknowledged);
+        - no start while a node in progress is blocked or a node is failed, unless that failure (as
+          the controller recorded it, `failed-at`) is acknowledged; no start while paused;
         - budgets are judged when upgrader spends them: moving a node into progress (at most
           maxParallelUpgrades), making an available node unavailable (cordoned by anyone, in progress
           or failed, an unreadable label included: at most maxUnavailable); a person can overspend them;
@@ -96,6 +97,8 @@ class DisturbedAuditor(HistoryRecorder):
         if isinstance(event, Mark):
             if event.kind == "policy" and event.policy is not None:
                 world.policy = event.policy
+            elif event.kind == "control":
+                world.paused, world.acknowledged = event.paused, dict(event.acknowledged)
             elif event.kind == "status":
                 world.status_domain = event.domain
             elif event.kind == "backup":
@@ -158,7 +161,7 @@ class DisturbedAuditor(HistoryRecorder):
             relifted = f.in_cycle and f.start_seq is not None and f.start_seq <= f.ours_seq < f.foreign_seq
             if f.foreign and not relifted:
                 strict.append(f"{at}: {r.node} was cordoned by someone else and got uncordoned")
-        after = _Fleet(world.policy, {**world.nodes, r.node: replace(f, rec=r)}, world.status_domain)
+        after = replace(world, nodes={**world.nodes, r.node: replace(f, rec=r)})
         in_progress = {s.value for s in IN_PROGRESS}
         if prev.state == State.UPGRADE_REQUIRED.value and r.state == State.CORDON_REQUIRED.value:
             lines += self._start(after, r, at)
@@ -177,7 +180,7 @@ class DisturbedAuditor(HistoryRecorder):
 
     def _start(self, world: _Fleet, r: NodeRecord, at: str) -> list[str]:
         domain = r.zone or NO_DOMAIN
-        lines = []
+        lines = [f"{at}: {r.node} started while paused"] if world.paused else []
         halting = [g.rec.node for g in world.nodes.values() if g.rec.node != r.node and self._halts(world, g.rec)]
         if halting:
             lines.append(f"{at}: {r.node} started while the rollout was halted by {halting}")
@@ -207,7 +210,8 @@ class DisturbedAuditor(HistoryRecorder):
     def _finished(world: _Fleet, domain: str, sequence: list[str]) -> bool:
         go_on = world.policy.on_node_failure is OnNodeFailure.CONTINUE and domain != sequence[0]
         return all(
-            g.rec.state == State.DONE.value or (g.rec.state == State.FAILED.value and go_on)
+            g.rec.state == State.DONE.value
+            or (g.rec.state == State.FAILED.value and (go_on or _acknowledged(world, g.rec)))
             for g in world.nodes.values()
             if (g.rec.zone or NO_DOMAIN) == domain and _readable(g.rec)
         )
@@ -216,7 +220,7 @@ class DisturbedAuditor(HistoryRecorder):
     def _halts(world: _Fleet, r: NodeRecord) -> bool:
         if r.state in {s.value for s in IN_PROGRESS}:
             return r.blocked
-        if r.state != State.FAILED.value:
+        if r.state != State.FAILED.value or _acknowledged(world, r):
             return False
         sequence = _sequence(world)
         canary = sequence[0] if sequence else None
@@ -230,14 +234,19 @@ class DisturbedAuditor(HistoryRecorder):
         since = passes[-1].time - lag if passes else float("-inf")
         unseen: set[int] = set()
         for i, e in enumerate(history[:index]):
-            if isinstance(e, NodeRecord) and e.by not in (None, RESTORE) and e.time >= since:
-                unseen.add(e.seq)
+            if isinstance(e, NodeRecord | Mark) and e.by not in (None, RESTORE) and e.time >= since:
+                unseen.add(e.seq)  # a person's node write, or their pause or acknowledgement
             elif isinstance(e, Mark) and e.kind == RESTORE:
                 later = sum(1 for p in passes if p.seq > e.seq)
                 if later <= passes_after_restore:
                     group = itertools.takewhile(lambda x: x.by == RESTORE, history[i:index])
                     unseen.update(x.seq for x in group)
         return unseen
+
+
+def _acknowledged(world: _Fleet, r: NodeRecord) -> bool:
+    """This failure of the node (its failed-at, as text) is the one an operator acknowledged."""
+    return r.node in world.acknowledged and world.acknowledged[r.node] == r.annotations.get(FAILED_AT)
 
 
 def _readable(r: NodeRecord) -> bool:
@@ -275,4 +284,6 @@ class _Fleet:
     policy: Policy
     nodes: dict[str, _Facts] = field(default_factory=dict)
     status_domain: str | None = None
+    paused: bool = False
+    acknowledged: dict[str, str] = field(default_factory=dict)  # node -> the failed-at acknowledged
     saved: dict[int, tuple[dict[str, _Facts], str | None]] = field(default_factory=dict)

@@ -54,7 +54,9 @@ class NodeRecord:
 class Mark:
     """A moment in the history besides a node change: a controller's pass begins ("pass"), the status
     names its current domain ("status"), a backup is taken ("backup"), the API server comes back on a
-    backup ("restore", `token` the backup's seq), a controller with `policy` takes over ("policy")."""
+    backup ("restore", `token` the backup's seq), a controller with `policy` takes over ("policy"),
+    the operators' intent changes ("control": `paused`, and the failures `acknowledged`, node ->
+    failed-at as the control ConfigMap holds them)."""
 
     seq: int
     time: float
@@ -63,6 +65,8 @@ class Mark:
     token: int = 0
     policy: Policy | None = None
     by: str | None = None
+    paused: bool = False
+    acknowledged: tuple[tuple[str, str], ...] = ()
 
 
 class HistoryRecorder:
@@ -72,9 +76,12 @@ class HistoryRecorder:
         self,
         cluster: EmulatedCluster,
         status: tuple[str, str] | None = None,
+        control: tuple[str, str] | None = None,
     ) -> None:
-        """`status`: (namespace, name) of the status ConfigMap whose current domain to follow."""
+        """`status`: (namespace, name) of the status ConfigMap whose current domain to follow;
+        `control`: of the control ConfigMap whose pause and acknowledgements to follow."""
         self.cluster = cluster
+        self.control = control
         self.records: list[NodeRecord] = []
         self.marks: list[Mark] = []
         self.initially_cordoned: set[str] = set()
@@ -95,10 +102,14 @@ class HistoryRecorder:
             if by != RESTORE:  # only a person's write itself, not what it sets off
                 self._by = None
             self._record(change.new, change.rv, by)
-        elif change.key == ("", "configmaps") and self.status is not None and change.new is not None:
+        elif change.key == ("", "configmaps") and change.new is not None:
             meta = change.new["metadata"]
             if (meta.get("namespace"), meta["name"]) == self.status:
                 self._follow_status(change.new)
+            elif (meta.get("namespace"), meta["name"]) == self.control and change.type != "DELETED":
+                # Only people and the CLI write it; a deleted one changes nothing: the controller keeps
+                # the pause the last status recorded (docs/operations.md).
+                self._follow_control(change.new, self._by or "cli")
 
     def _record(self, node: dict[str, Any], rv: int, by: str | None = None) -> None:
         meta = node["metadata"]
@@ -128,6 +139,17 @@ class HistoryRecorder:
         if domain != self._status_domain or by is not None:
             self._status_domain = domain
             self._mark("status", domain=domain, by=by)
+
+    def _follow_control(self, configmap: dict[str, Any] | None, by: str) -> None:
+        data = (configmap or {}).get("data") or {}
+        try:
+            acknowledged = json.loads(data.get("acknowledged") or "{}")
+        except ValueError:
+            acknowledged = {}
+        if not isinstance(acknowledged, dict):
+            acknowledged = {}
+        pairs = tuple(sorted((str(k), str(v)) for k, v in acknowledged.items()))
+        self._mark("control", paused=data.get("paused") == "true", acknowledged=pairs, by=by)
 
     def _mark(self, kind: str, **fields: Any) -> Mark:
         with self.cluster.store.lock:  # one order with the node records, which commit under it
@@ -173,6 +195,9 @@ class HistoryRecorder:
                 if self.status is not None:
                     namespace, name = self.status
                     self._follow_status(self.cluster.get("configmaps", name, namespace), by=RESTORE)
+                if self.control is not None:
+                    namespace, name = self.control
+                    self._follow_control(self.cluster.get("configmaps", name, namespace), by=RESTORE)
             finally:
                 self._by = None
 
