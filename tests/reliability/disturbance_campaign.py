@@ -332,8 +332,8 @@ def disturbance_campaign(tmp: Path, rollouts: int, seed: int, disturb_seconds: f
         try:
             plan = rng.sample(DISTURBANCES, len(DISTURBANCES))
             deadline = time.monotonic() + disturb_seconds
-            # A slow machine gets through fewer rounds: kinds not applied yet get as long again.
-            while time.monotonic() < deadline or (plan and time.monotonic() < deadline + disturb_seconds):
+            # A slow machine gets through fewer rounds: kinds not applied yet get up to three times as long.
+            while time.monotonic() < deadline or (plan and time.monotonic() < deadline + 3 * disturb_seconds):
                 disturber.backup()
                 pause = time.monotonic() + rng.uniform(0.8, 2.5)
                 while time.monotonic() < pause:
@@ -364,6 +364,10 @@ def disturbance_campaign(tmp: Path, rollouts: int, seed: int, disturb_seconds: f
                     replica.stop()
             w.cluster.stop()
         audit = w.recorder.check_disturbed(first, set(w.info.nodes), lag=LAG)
+        if audit.violations:  # what led to them, for whoever reads the failure
+            dump = tmp / f"history-{seed}-{index}.txt"
+            dump.write_text("\n".join(map(str, w.recorder._history())))
+            audit.violations.append(f"the recorded history: {dump}")
         replicas = [f for replica in disturber.replicas for f in replica.failures]
         figures.violations += [f"rollout {index}: {v}" for v in audit.violations + replicas]
         figures.violations += [f"rollout {index}: {v}" for v in disturber.other_writer_violations(LAG)]

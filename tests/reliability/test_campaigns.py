@@ -189,3 +189,19 @@ def test_the_audit_lets_an_acknowledged_failure_go_and_holds_a_later_failure_of_
     f.start("gpu-a-03")
     (line,) = f.audit().violations
     assert line.endswith("gpu-a-03 started while the rollout was halted by ['gpu-a-01']"), line
+
+
+def test_the_audit_excuses_a_start_racing_an_admin_cordon_in_a_pass_that_read_the_resume() -> None:
+    """The pass began while paused and read the resume as it ran (its start says so); an admin's
+    cordon that landed meanwhile is what it could not have seen."""
+    f = Fleet()
+    for name in ("gpu-b-01", "gpu-b-02", "gpu-c-01", "gpu-c-02"):
+        f.cordon(name, True, "admin")
+    f.control({"paused": "true"})
+    f.cluster.advance(LAG + 1)
+    f.recorder.pass_begins()
+    f.control({"paused": "false"})
+    f.cordon("gpu-c-03", True, "admin")  # the fifth unavailable node: maxUnavailable 5 reached
+    f.label("gpu-a-01", State.CORDON_REQUIRED.value)
+    audit = f.audit()
+    assert audit.violations == [] and len(audit.excused) == 1, audit
