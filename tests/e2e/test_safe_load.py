@@ -74,8 +74,8 @@ def test_a_driver_pod_restarted_by_someone_else_waits_until_upgrader_takes_its_n
     cluster, controller, _, nodes = safe_loading_fleet()
     node = nodes[0]
     pods = cluster.type("pods")
-    (driver,) = [p for p in cluster.store.objects(pods, OPERATOR_NS)
-                 if p["spec"].get("nodeName") == node and p["metadata"]["labels"].get("app") == "nvidia-driver-daemonset"]
+    (driver,) = [p for p in cluster.store.objects(pods, OPERATOR_NS) if p["spec"].get("nodeName") == node
+                 and p["metadata"]["labels"].get("app") == "nvidia-driver-daemonset"]
     cluster.store.delete(pods, OPERATOR_NS, driver["metadata"]["name"])
     cluster.advance(60)
     assert annotations(cluster, node).get(SAFE_LOAD_ANNOTATION) == "true"
