@@ -8,6 +8,7 @@ import pytest
 
 from upgrader.core.capacity import free_capacity, room_by_node, shortage
 from upgrader.core.placement import Taint, Toleration, affinity_admits, gpu_requests, untolerated
+from upgrader.core.room import Room
 from upgrader.core.views import NodeView, PodView, node_view, pod_view
 
 
@@ -36,7 +37,8 @@ def judge(evicted: list[PodView], others: list[NodeView], on: dict[str, list[Pod
           waves: dict[str, int | None] | None = None) -> str | None:
     nodes = {n.name: n for n in [node("up"), *others]}
     together = {name for name, wave in (waves or {}).items() if wave == 1 and name != "up"}
-    return shortage("up", evicted, nodes, room_by_node(nodes, on or {}), together, "upgraded with it in wave 1")
+    model = Room(nodes, room_by_node(nodes, on or {}))
+    return shortage("up", evicted, model, together, "upgraded with it in wave 1")
 
 
 def test_views_carry_what_placement_reads() -> None:

@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from upgrader.core.findings import BLOCKING, WARNING, Finding
 from upgrader.core.gpupods import GpuClaims, gpu_pods
-from upgrader.core.placement import may_land
+from upgrader.core.room import Room
 from upgrader.core.views import NodeView, PodView
 
 KIND = "insufficient-gpu-capacity"
@@ -30,8 +30,10 @@ SHOWN = 5  # names listed before "and N more"
 NOT_RECREATED = {None: "no controller", "Job": "Job"}
 
 
-def _some(items: Sequence[str]) -> str:
-    more = f" and {len(items) - SHOWN} more" if len(items) > SHOWN else ""
+def _some(items: Sequence[str], count: int | None = None) -> str:
+    """The first SHOWN of `items` (of `count` in all, when only the first are given), and how many more."""
+    count = len(items) if count is None else count
+    more = f" and {count - SHOWN} more" if count > SHOWN else ""
     return ", ".join(items[:SHOWN]) + more
 
 
@@ -64,27 +66,16 @@ def room_by_node(
     return {name: free_capacity(node, pods_by_node.get(name, ())) for name, node in nodes.items() if node.allocatable}
 
 
-def unavailable_reason(node: NodeView, together: Collection[str], together_why: str) -> str | None:
-    if node.unschedulable:
-        return "cordoned"
-    if not node.ready:
-        return "not Ready"
-    if node.name in together:
-        return together_why
-    return None
-
-
 def shortage(
     node: str,
     evicted: Sequence[PodView],
-    nodes: Mapping[str, NodeView],
-    room: Mapping[str, Mapping[str, int]],
+    model: Room,
     together: Collection[str] = (),
     together_why: str = "starting with it",
 ) -> str | None:
-    """Why the recreated pods of `evicted` would not all find room (None when they would). `room`: each
-    node's free resources (`room_by_node`); `together`: the other nodes cordoned with this one,
-    unavailable for `together_why`."""
+    """Why the recreated pods of `evicted` would not all find room (None when they would), on the
+    fleet's room as `model` holds it; `together`: the other nodes cordoned with this one, unavailable
+    for `together_why`."""
     # In the order the upgrade evicts them (by key), each on the fitting node with the most room left:
     # kube-scheduler's default scoring spreads (LeastAllocated), it does not pack. Best-fit packing
     # (largest first, tightest node) promised room the emulator's scheduler then did not find.
@@ -94,55 +85,32 @@ def shortage(
     )
     if not moving:
         return None
-    wanted = {name for p in moving for name in p.gpu_requests}
-    found: dict[str, dict[str, int]] = {}
-    unavailable: list[str] = []
-    for name in sorted(nodes):
-        other = nodes[name]
-        if name == node or not any(other.allocatable.get(r, 0) > 0 for r in wanted):
-            continue
-        why = unavailable_reason(other, together, together_why)
-        if why is not None:
-            unavailable.append(f"{name} ({why})")
-        else:
-            found[name] = dict(room.get(name, {}))
-    left = {name: dict(amounts) for name, amounts in found.items()}
-    pending: list[PodView] = []
-    for pod in moving:
-        fits = [
-            name
-            for name in left
-            if all(left[name].get(r, 0) >= amount for r, amount in pod.gpu_requests.items())
-            and may_land(pod.node_selector, pod.affinity, pod.tolerations, nodes[name].labels, name, nodes[name].taints)
-        ]
-        if not fits:
-            pending.append(pod)
-            continue
-        best = min(fits, key=lambda n: (-sum(left[n].get(r, 0) for r in pod.gpu_requests), n))
-        for r, amount in pod.gpu_requests.items():
-            left[best][r] -= amount
+    pending = model.place(moving, {node, *together})
     if not pending:
         return None
-    return _message(pending, evicted, found, wanted, unavailable)
+    wanted = {name for p in moving for name in p.gpu_requests}
+    return _message(node, pending, evicted, wanted, model, together, together_why)
 
 
 def _message(
+    node: str,
     pending: Sequence[PodView],
     evicted: Sequence[PodView],
-    found: Mapping[str, Mapping[str, int]],
     wanted: set[str],
-    unavailable: Sequence[str],
+    model: Room,
+    together: Collection[str],
+    together_why: str,
 ) -> str:
     stuck = _some([f"{p.key} ({_amounts(p.gpu_requests)})" for p in pending])
     free_parts = []
     for resource in sorted(wanted):
-        holders = [(n, amounts.get(resource, 0)) for n, amounts in found.items() if amounts.get(resource, 0) > 0]
-        total = sum(a for _, a in holders)
-        where = f" ({_some([f'{n} {a}' for n, a in holders])})" if holders else ""
+        total, holders, count = model.free(resource, {node, *together})
+        where = f" ({_some(holders, count)})" if count else ""
         free_parts.append(f"{resource} {total}{where}")
+    down, count = model.unavailable(node, wanted, together, together_why)
     text = (
         f"{len(pending)} evicted GPU pod(s) would stay Pending, no node they may run on having room: {stuck}; "
-        f"free on available nodes: {', '.join(free_parts)}; counted unavailable: {_some(unavailable) or 'none'}"
+        f"free on available nodes: {', '.join(free_parts)}; counted unavailable: {_some(down, count) or 'none'}"
     )
     gone = sorted(
         f"{p.key} ({NOT_RECREATED[p.owner_kind]})" for p in evicted if p.owner_kind in NOT_RECREATED
@@ -169,10 +137,10 @@ def capacity_findings(
         if wave is not None:
             waves.setdefault(wave, set()).add(name)
     out = []
-    room = room_by_node(nodes, pods_by_node)
+    model = Room(nodes, room_by_node(nodes, pods_by_node))
     for name, wave, evicted in upgrades:
         together = waves.get(wave, set()) - {name} if wave is not None else set()
-        text = shortage(name, evicted, nodes, room, together, f"upgraded with it in wave {wave}")
+        text = shortage(name, evicted, model, together, f"upgraded with it in wave {wave}")
         if text is not None:
             held = run_waits and wave != 0
             out.append(Finding(KIND, BLOCKING if held else WARNING, name, text + (WAITS if held else "")))

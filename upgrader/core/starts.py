@@ -16,6 +16,7 @@ from upgrader.core.node_context import context, restart_only_digest
 from upgrader.core.policy import OnInsufficientCapacity, OnNodeFailure, Policy
 from upgrader.core.preflight import Hold, Preflight, hold, hold_marks, node_findings
 from upgrader.core.rollout import CLEAR_BLOCK
+from upgrader.core.room import Room
 from upgrader.core.schedule import HoldCheck, RoomCheck, Schedule, canary_domain, domain_of, plan_starts
 from upgrader.core.states import (
     DRIVER_DELETED_AT,
@@ -141,13 +142,13 @@ def hold_check(snapshot: Snapshot, policy: Policy, now: float, preflight: Prefli
 def room_check(snapshot: Snapshot, policy: Policy) -> RoomCheck:
     """For `plan_starts`: why a node's evicted GPU pods would find no room (None for a restart-only
     upgrade, which evicts nothing), counting the nodes starting before it in this pass as cordoned."""
-    room = cache(lambda: room_by_node(snapshot.nodes, snapshot.node_pods))  # once a pass, when first asked
+    model = cache(lambda: Room(snapshot.nodes, room_by_node(snapshot.nodes, snapshot.node_pods)))  # once a pass
 
     def check(name: str, starting: Collection[str]) -> str | None:
         if restart_only_digest(context(snapshot, name, policy)):
             return None
         evicted = evicted_gpu_pods(snapshot.node_pods.get(name, []), snapshot.gpu_claims)
-        return shortage(name, evicted, snapshot.nodes, room(), starting)
+        return shortage(name, evicted, model(), starting)
 
     return check
 
