@@ -1,4 +1,5 @@
-"""What a reconcile pass costs in requests: the same at any fleet size, plus at most 2 per node in progress.
+"""What a reconcile pass costs in requests: the same at any fleet size, plus at most 2 per node in progress;
+under gpuCapacity.onInsufficient: wait, no more while no start can be judged, and one LIST of every pod when one is.
 
 CI-sized (30 vs 300 nodes, ~30 pods each), in process on a virtual clock that never moves, counted
 from the emulator's request log; once with every pass listing, once with the watch-fed cache.
@@ -13,7 +14,7 @@ import pytest
 
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import Policy
+from upgrader.core.policy import Policy, policy_from_mapping
 from upgrader.core.states import STATE_LABEL
 from upgrader.kube.api import KubeApi
 from upgrader.kube.cache import ClusterCache
@@ -30,11 +31,12 @@ class Fleet:
     """A generated fleet (every node upgrade-required, rollout paused) and a controller on it;
     `cached`: with the watch-fed cache, caught up before each pass (its own requests not counted)."""
 
-    def __init__(self, nodes: int, cached: bool = False) -> None:
+    def __init__(self, nodes: int, cached: bool = False, policy: Policy | None = None) -> None:
         self.cluster = EmulatedCluster.virtual()
         self.cluster.load(paused_rollout(nodes))
         api = KubeApi(self.cluster.client(), sleep=lambda _: None)
-        self.controller = Controller(api, Policy(), Settings(identity="pass-cost"), self.cluster.store.clock.now)
+        settings = Settings(identity="pass-cost")
+        self.controller = Controller(api, policy or Policy(), settings, self.cluster.store.clock.now)
         if cached:
             watch_api = KubeApi(self.cluster.client(), sleep=lambda _: None)
             self.controller.cache = ClusterCache(watch_api, self.controller.settings, lambda: None)
@@ -102,3 +104,26 @@ def test_each_node_in_progress_adds_at_most_two_requests(fleets: dict[int, Fleet
         assert len(records) <= len(idle) + 2 * IN_PROGRESS
     # steady: the same every pass once the status says what the nodes wait for
     assert len(later[-1]) == len(later[-2])
+
+
+WAIT = policy_from_mapping({"gpuCapacity": {"onInsufficient": "wait"}})
+
+
+def every_pod_listed(records: list[RequestRecord]) -> int:
+    return sum(1 for r in records if r.verb == "list" and r.path == "/api/v1/pods" and "fieldSelector" not in r.query)
+
+
+def test_under_capacity_wait_a_pass_that_can_start_nothing_sends_no_more_requests() -> None:
+    """Paused: no start to judge, so not the LIST of every pod that judging one would need."""
+    default, waiting = Fleet(30), Fleet(30, policy=WAIT)
+    shapes = [sorted((r.verb, r.path, r.query) for r in f.run_pass()) for f in (default, waiting)]
+    assert shapes[0] == shapes[1]
+
+
+def test_under_capacity_wait_the_first_start_judged_lists_every_pod_once() -> None:
+    fleet = Fleet(30, policy=WAIT)
+    fleet.cluster.store.delete(fleet.cluster.type("configmaps"), "gpu-operator", "gpu-driver-upgrade-status")
+    before = len(fleet.cluster.requests)
+    report = fleet.controller.reconcile()  # no longer paused: it judges starts against the room
+    assert report.error is None and report.status["phase"] == "Running"
+    assert every_pod_listed(fleet.cluster.requests[before:]) == 1

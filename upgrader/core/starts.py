@@ -11,6 +11,7 @@ from upgrader.core.alert_gate import gate_verdict
 from upgrader.core.capacity import evicted_gpu_pods, room_by_node, shortage
 from upgrader.core.events import waiting_events
 from upgrader.core.fleet import fleet
+from upgrader.core.gpupods import GpuClaims
 from upgrader.core.machine import fire
 from upgrader.core.node_context import context, restart_only_digest
 from upgrader.core.policy import OnInsufficientCapacity, OnNodeFailure, Policy
@@ -37,7 +38,7 @@ from upgrader.core.states import (
     State,
 )
 from upgrader.core.timefmt import rfc3339
-from upgrader.core.views import NodeView, Snapshot
+from upgrader.core.views import NodeView, PodView, Snapshot
 from upgrader.core.windows import verdict
 
 
@@ -142,13 +143,21 @@ def hold_check(snapshot: Snapshot, policy: Policy, now: float, preflight: Prefli
 def room_check(snapshot: Snapshot, policy: Policy) -> RoomCheck:
     """For `plan_starts`: why a node's evicted GPU pods would find no room (None for a restart-only
     upgrade, which evicts nothing), counting the nodes starting before it in this pass as cordoned."""
-    model = cache(lambda: Room(snapshot.nodes, room_by_node(snapshot.nodes, snapshot.node_pods)))  # once a pass
+
+    @cache  # once a pass, when a start is first judged: a pass that starts nothing reads nothing more
+    def fleet() -> tuple[dict[str, list[PodView]], GpuClaims, Room]:
+        pods, claims = snapshot.node_pods, snapshot.gpu_claims
+        if snapshot.fleet_pods is not None:
+            everyone, more = snapshot.fleet_pods()
+            pods = {**everyone, **pods}
+            claims = None if claims is None or more is None else {**more, **claims}  # None: unreadable
+        return pods, claims, Room(snapshot.nodes, room_by_node(snapshot.nodes, pods))
 
     def check(name: str, starting: Collection[str]) -> str | None:
         if restart_only_digest(context(snapshot, name, policy)):
             return None
-        evicted = evicted_gpu_pods(snapshot.node_pods.get(name, []), snapshot.gpu_claims)
-        return shortage(name, evicted, model(), starting)
+        pods, claims, model = fleet()
+        return shortage(name, evicted_gpu_pods(pods.get(name, []), claims), model, starting)
 
     return check
 

@@ -6,7 +6,7 @@ kept as a reason (`NodeView.invalid`), never guessed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -179,6 +179,9 @@ class Snapshot:
     # Why upgrader must not drive the drivers now (core/interlocks.py): the GPU Operator's own upgrade
     # controller is on, or a driver DaemonSet is not OnDelete. Empty: nothing stands in the way.
     interlocks: tuple[Interlock, ...] = ()
+    # Under gpuCapacity.onInsufficient: wait, every node's pods and the GPU claims they hold, read when
+    # a start is first judged against the room (never in a pass that can start nothing).
+    fleet_pods: Callable[[], tuple[dict[str, list[PodView]], GpuClaims]] | None = None
     # Results derived from this snapshot alone (the fleet split), computed once: a pass asks for them
     # several times. Not copied by dataclasses.replace, so a changed snapshot starts empty.
     memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)

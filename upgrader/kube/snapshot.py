@@ -12,12 +12,12 @@ from typing import Any, TypeVar
 from upgrader.core.gpupods import GpuClaims, claim_index
 from upgrader.core.interlocks import CLUSTER_POLICY, NVIDIA_DRIVER, OperatorUpgrade, judge, operator_upgrade
 from upgrader.core.selectors import parse_label_selector
-from upgrader.core.states import State
 from upgrader.core.steps import NEEDS_PODS
 from upgrader.core.views import (
     Control,
     DriverSet,
     Interlock,
+    NodeView,
     PodView,
     Snapshot,
     driver_set,
@@ -113,9 +113,10 @@ def take(
 
     With a synced `cache`, nodes and driver pods come from it instead of a LIST; `fresh` LISTs them
     anyway (and hands the lists to the cache), as the first pass after winning the lease does.
-    `room` (gpuCapacity.onInsufficient: wait): while a node may still start (any not done, labelled
-    or not), every node's pods too, in one LIST, so that a start can be judged against the room its
-    evicted GPU pods would find.
+    `room` (gpuCapacity.onInsufficient: wait): the snapshot can read every node's pods too, in one LIST,
+    when the pass first judges a start against the room its evicted GPU pods would find
+    (`Snapshot.fleet_pods`): a pass that starts nothing (paused, halted, outside a window, no free
+    slot) never reads them.
     """
     with collector_paused():
         return _take(api, settings, cache, fresh, room)
@@ -141,7 +142,6 @@ def _take(
     for entry in pod_entries.values():
         driver_pods.setdefault(entry.view.node, []).append(entry.view)
     node_pods: dict[str, list[PodView]] = {}
-    everyone: dict[str, list[PodView]] = {}
     is_driver = parse_label_selector(pods_selector or "")
     missing: dict[str, int | None] = {}  # driver pods the copy holds that a node's list lacked -> its version
     oldest: int | None = None
@@ -158,12 +158,6 @@ def _take(
             oldest = min(filter(None, (oldest, listed_at)), default=None)
     if cache is not None:
         check_copy(cache, missing, oldest)
-    if room and any(n.state not in NEEDS_PODS and n.state is not State.DONE for n in nodes.values()):
-        for pod in api.list("/api/v1/pods").get("items", []):
-            view = pod_view(pod)
-            if view.node in nodes and view.node not in node_pods:
-                everyone.setdefault(view.node, []).append(view)
-        node_pods.update(everyone)
     sets = [driver_set(d, revisions) for d in daemonsets]
     snapshot = Snapshot(
         nodes=nodes,
@@ -174,8 +168,21 @@ def _take(
         control=control,
         gpu_claims=read_gpu_claims(api, [p for pods in node_pods.values() for p in pods]),
         interlocks=read_interlocks(api, sets),
+        fleet_pods=(lambda: read_fleet_pods(api, nodes, node_pods)) if room else None,
     )
     return snapshot, raw_nodes
+
+
+def read_fleet_pods(
+    api: KubeApi, nodes: dict[str, NodeView], listed: dict[str, list[PodView]]
+) -> tuple[dict[str, list[PodView]], GpuClaims]:
+    """Every pod on the other nodes, in one LIST, and the GPU claims they hold (`Snapshot.fleet_pods`)."""
+    everyone: dict[str, list[PodView]] = {}
+    for pod in api.list("/api/v1/pods").get("items", []):
+        view = pod_view(pod)
+        if view.node in nodes and view.node not in listed:
+            everyone.setdefault(view.node, []).append(view)
+    return everyone, read_gpu_claims(api, [p for pods in everyone.values() for p in pods])
 
 
 OPERATOR_PATHS = {
