@@ -205,3 +205,24 @@ def test_the_audit_excuses_a_start_racing_an_admin_cordon_in_a_pass_that_read_th
     f.label("gpu-a-01", State.CORDON_REQUIRED.value)
     audit = f.audit()
     assert audit.violations == [] and len(audit.excused) == 1, audit
+
+
+def test_the_audit_excuses_a_start_of_a_pass_that_read_a_resume_and_not_the_pause_after_it() -> None:
+    """A slow pass: it read the resume, decided two starts, and the operator paused again before the
+    second was written."""
+    f = Fleet()
+    f.control({"paused": "true"})
+    f.cluster.advance(LAG + 1)
+    f.recorder.pass_begins()
+    f.control({"paused": "false"})
+    f.label("gpu-a-01", State.CORDON_REQUIRED.value)
+    f.control({"paused": "true"})
+    f.label("gpu-a-02", State.CORDON_REQUIRED.value)  # decided with the first, on the same snapshot
+    audit = f.audit()
+    assert audit.violations == [] and len(audit.excused) == 1, audit
+    f.label("gpu-a-01", State.DONE.value)
+    f.cluster.advance(LAG + 1)
+    f.recorder.pass_begins()
+    f.label("gpu-a-03", State.CORDON_REQUIRED.value)  # a pass that began after the pause: never excused
+    (line,) = f.audit().violations
+    assert line.endswith("gpu-a-03 started while paused"), line

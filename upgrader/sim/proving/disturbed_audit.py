@@ -89,10 +89,11 @@ class DisturbedAuditor(HistoryRecorder):
     @staticmethod
     def _ways_unseen(history: list[NodeRecord | Mark], skip: set[int]) -> list[set[int]]:
         """What the deciding pass may have missed: everything in `skip`, or all but the operators'
-        intent (a pass reads the control ConfigMap while it runs: one that started a node after a
-        resume had read the resume, though it landed after the pass began)."""
-        intent = {e.seq for e in history if isinstance(e, Mark) and e.kind == "control" and e.seq in skip}
-        return [skip, skip - intent] if intent else [skip]
+        intent up to the moment it read the control ConfigMap, which it reads once while it runs (one
+        that started a node after a resume had read the resume, though it landed after the pass
+        began; a pause that landed later still, it had not)."""
+        intent = sorted(e.seq for e in history if isinstance(e, Mark) and e.kind == "control" and e.seq in skip)
+        return [skip - set(intent[:seen]) for seen in range(len(intent) + 1)]
 
     def foreign_cordons(self, managed: set[str]) -> set[str]:
         """The nodes cordoned now by someone else than upgrader, as far as the history tells (what a
