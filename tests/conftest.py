@@ -102,3 +102,11 @@ def required_binary(name: str, install: str, required_by: str) -> str:
             pytest.fail(f"{message} ({required_by} is set: CI must run these tests)")
         pytest.skip(message)
     return path
+
+
+def ctrl_c_reaches() -> None:
+    """A `preexec_fn` for a child the test Ctrl-Cs: SIGINT back to its default, which a shell's
+    background job (`cmd &` without job control) would otherwise hand down ignored."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

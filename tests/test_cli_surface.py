@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import ctrl_c_reaches
 from upgrader import __version__
 from upgrader.commands.cli import build_parser, main
 from upgrader.commands.liveness import ControllerSeen
@@ -176,7 +177,8 @@ def test_a_small_fleet_shows_whole_in_the_watch_frame() -> None:
 
 def test_ctrl_c_in_demo_stops_cleanly_and_says_so() -> None:
     argv = [sys.executable, "-m", "upgrader.commands.cli", "demo"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy(),
+                            preexec_fn=ctrl_c_reaches)
     assert proc.stdout is not None
     first = proc.stdout.readline()  # the emulated cluster is up
     assert first.startswith("emulated cluster 'healthy'"), first

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from tests.conftest import ctrl_c_reaches
 from upgrader.commands.cli import main
 from upgrader.controller.runner import build_controller
 from upgrader.controller.settings import Settings
@@ -73,7 +74,8 @@ def test_status_without_a_rollout_says_so(tmp_path: Path, capsys: pytest.Capture
 def test_status_watch_refreshes_with_progress_bars(served: Any) -> None:
     _, kubeconfig = served
     argv = [sys.executable, "-m", "upgrader.commands.cli", "status", "--watch", "--kubeconfig", str(kubeconfig)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy(),
+                            preexec_fn=ctrl_c_reaches)
     time.sleep(5)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=15)
