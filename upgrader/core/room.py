@@ -66,7 +66,6 @@ class Room:
         self._down: dict[tuple[str, ...], tuple[list[str], set[str]]] = {}  # unavailable nodes with them
         self._eligible: dict[Shape, tuple[frozenset[str], list[str]]] = {}
         self._shape_order: dict[tuple[Shape, str], list[str]] = {}
-        self.visits = 0  # nodes looked at while judging: what the work guards count
 
     # ----- built once, per resource and per shape --------------------------------------------------
 
@@ -130,13 +129,11 @@ class Room:
         ((resource, amount),) = pod.gpu_requests.items()
         candidates: list[tuple[int, str]] = []
         for name in self._shape_by_room(pod, shape, resource):  # the untouched node with the most room
-            self.visits += 1
             if name not in excluded and name not in left:
                 candidates.append((-self.room[name][resource], name))
                 break
         eligible, _ = self._eligible_of(pod, shape)
         for name, have in left.items():  # or one given pods already, with what it has left
-            self.visits += 1
             if name in eligible:
                 candidates.append((-have.get(resource, 0), name))
         fits = [c for c in candidates if -c[0] >= amount]
@@ -147,7 +144,6 @@ class Room:
     ) -> str | None:
         fits = []
         for name in self._eligible_of(pod, shape)[1]:
-            self.visits += 1
             have = left.get(name) or self.room.get(name, {})
             if name not in excluded and all(have.get(r, 0) >= a for r, a in pod.gpu_requests.items()):
                 fits.append((-sum(have.get(r, 0) for r in pod.gpu_requests), name))

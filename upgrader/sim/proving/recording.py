@@ -12,6 +12,7 @@ from typing import Any
 
 from upgrader.core.policy import Policy
 from upgrader.core.states import BLOCKED_KIND, State
+from upgrader.kube.snapshot import ACKNOWLEDGED_KEY, parse_acknowledged
 from upgrader.sim.apiserver.watch import Change
 from upgrader.sim.cluster import EmulatedCluster
 
@@ -142,13 +143,7 @@ class HistoryRecorder:
 
     def _follow_control(self, configmap: dict[str, Any] | None, by: str) -> None:
         data = (configmap or {}).get("data") or {}
-        try:
-            acknowledged = json.loads(data.get("acknowledged") or "{}")
-        except ValueError:
-            acknowledged = {}
-        if not isinstance(acknowledged, dict):
-            acknowledged = {}
-        pairs = tuple(sorted((str(k), str(v)) for k, v in acknowledged.items()))
+        pairs = tuple(sorted(parse_acknowledged(data.get(ACKNOWLEDGED_KEY)).items()))  # as the controller reads it
         self._mark("control", paused=data.get("paused") == "true", acknowledged=pairs, by=by)
 
     def _mark(self, kind: str, **fields: Any) -> Mark:
