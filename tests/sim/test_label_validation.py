@@ -208,3 +208,12 @@ def test_generated_fleets_have_labels_a_real_cluster_accepts() -> None:
     spread = EmulatedCluster.virtual()
     build_spread(spread, 8, job_every=2)
     assert _bad_labels(cluster) == [] and _bad_labels(spread) == []
+
+
+def test_the_cli_offers_exactly_the_scenarios_there_are() -> None:
+    """`--scenario`'s choices come from sim/fleets/catalog.py, which the CLI reads without importing
+    the emulator; it must name what scenarios.SCENARIOS builds, in its order."""
+    from upgrader.sim.fleets import builders, catalog
+
+    assert tuple(SCENARIOS) == catalog.SCENARIO_NAMES
+    assert builders.ZONES == catalog.ZONES

@@ -61,7 +61,7 @@ def _port(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from upgrader.commands import compat
-    from upgrader.sim.fleets.scenarios import DEFAULT_NODES, SCENARIOS, ZONES
+    from upgrader.sim.fleets.catalog import DEFAULT_NODES, SCENARIO_NAMES, ZONES
 
     nodes = _fleet_size(len(ZONES))
 
@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve an emulated GPU cluster until Ctrl-C or SIGTERM. Its controller namespace is "
         "gpu-operator (where `upgrader run` keeps its status and Lease by default).",
     )
-    serve.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS), help=scenario_help)
+    serve.add_argument("--scenario", default="healthy", choices=sorted(SCENARIO_NAMES), help=scenario_help)
     serve.add_argument("--nodes", type=nodes, default=DEFAULT_NODES, help=nodes_help)
     serve.add_argument("--port", type=_port, default=0, help="port on 127.0.0.1; 0 (the default) picks a free one")
     serve.add_argument("--kubeconfig", required=True, help="where to write a kubeconfig for it (required)")
@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "(instead of the policy's preflight key)")
 
     demo = commands.add_parser("demo", help="emulated cluster + controller in one process, live progress")
-    demo.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS), help=scenario_help)
+    demo.add_argument("--scenario", default="healthy", choices=sorted(SCENARIO_NAMES), help=scenario_help)
     demo.add_argument("--nodes", type=nodes, default=DEFAULT_NODES, help=nodes_help)
     demo.add_argument("--policy", help="policy YAML instead of the demo's built-in one")
     demo.add_argument("--timeout", type=_positive_int, default=240, help="seconds before giving up")

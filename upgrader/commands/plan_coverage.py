@@ -46,12 +46,24 @@ def check_file(name: str, kinds: Set[str], pods: Sequence[Obj]) -> None:
             f"--from-file {name}: no {_either([m[0] for m in missing])} in it: without them upgrader cannot "
             f"{_either([m[1] for m in missing])}; export with {EXPORT}"
         )
-    namespaces = {str((pod.get("metadata") or {}).get("namespace") or "") for pod in pods}
-    if len(namespaces) == 1:  # kube-system alone runs pods in every cluster: this is `kubectl get -n`
+    namespace = _only_namespace(pods)
+    if namespace is not None:  # kube-system alone runs pods in every cluster: this is `kubectl get -n`
         raise ConfigError(
-            f"--from-file {name}: every Pod in it is in namespace {namespaces.pop() or '(none)'}: an export of one "
+            f"--from-file {name}: every Pod in it is in namespace {namespace or '(none)'}: an export of one "
             f"namespace leaves out the GPU workloads and their PodDisruptionBudgets; export with {EXPORT}"
         )
+
+
+def _only_namespace(pods: Sequence[Obj]) -> str | None:
+    """The one namespace every pod is in; None when there are none or several (found at the second)."""
+    first = None
+    for pod in pods:
+        namespace = str((pod.get("metadata") or {}).get("namespace") or "")
+        if first is None:
+            first = namespace
+        elif namespace != first:
+            return None
+    return first
 
 
 def file_notes(name: str, kinds: Set[str], daemonsets: Sequence[Obj] = ()) -> list[str]:

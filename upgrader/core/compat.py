@@ -18,6 +18,7 @@ pinned floor of (525, 60, 13), 525.0 equals 525, and a driver reported as plain 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -308,18 +309,31 @@ def workload_verdict(
     node is eligible for cuda-compat only with label gpu-upgrader.io/forward-compat-eligible=true."""
     if not isinstance(annotations, Mapping) or CUDA_RUNTIME not in annotations:
         return None
-    cuda = annotations[CUDA_RUNTIME]
+    eligible = isinstance(node_labels, Mapping) and node_labels.get(FC_ELIGIBLE) == "true"
+    need = (annotations[CUDA_RUNTIME], annotations.get(PTX_JIT), annotations.get(FORWARD_COMPAT))
+    if not all(v is None or isinstance(v, str) for v in (*need, driver)):
+        return _workload_verdict(*need, eligible, driver, tuple((floors or {}).items()))
+    # A fleet's pods declare a handful of distinct needs: judged once each, not once per pod.
+    return _remembered_verdict(*need, eligible, driver, tuple((floors or {}).items()))
+
+
+def _workload_verdict(
+    cuda: Any, ptx: Any, fc: Any, eligible: bool, driver: str, floors: tuple[tuple[int | Version, Version], ...]
+) -> Verdict:
     problems = []
     try:
         parse_release(cuda)
     except ValueError as exc:
         problems.append(f"annotation {CUDA_RUNTIME} is not a CUDA release: {exc}")
-    ptx_jit = _flag(annotations, PTX_JIT, problems)
-    forward_compat = _flag(annotations, FORWARD_COMPAT, problems)
+    ptx_jit = _flag({PTX_JIT: ptx} if ptx is not None else {}, PTX_JIT, problems)
+    forward_compat = _flag({FORWARD_COMPAT: fc} if fc is not None else {}, FORWARD_COMPAT, problems)
     if problems:
         return _refuse("cannot read the pod's CUDA needs: " + "; ".join(problems))
-    eligible = isinstance(node_labels, Mapping) and node_labels.get(FC_ELIGIBLE) == "true"
-    return check(driver, cuda, ptx_jit=ptx_jit, forward_compat=forward_compat, fc_eligible=eligible, floors=floors)
+    flags = {"ptx_jit": ptx_jit, "forward_compat": forward_compat, "fc_eligible": eligible}
+    return check(driver, cuda, **flags, floors=dict(floors))
+
+
+_remembered_verdict = functools.lru_cache(maxsize=4096)(_workload_verdict)
 
 
 def _expression(expr: Mapping[str, Any], value: str) -> tuple[bool, str]:

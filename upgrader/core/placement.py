@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from upgrader.core.gpupods import is_gpu_resource
+from upgrader.core.gpupods import GPU_RESOURCE_PREFIXES, is_gpu_resource
 from upgrader.core.selectors import Requirement, node_selector_matches
 
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -94,16 +94,51 @@ def container_gpu_amounts(container: Any, unreadable: int = 0) -> dict[str, int]
     return amounts
 
 
+def asks_for_gpus(container: Any) -> bool:
+    """Whether one container names a GPU or MIG resource in its requests or limits: the cheap test
+    that lets most containers of a fleet skip `container_gpu_amounts`. Anything not shaped as the
+    API server sends it says True, so that the full reading meets it."""
+    if not isinstance(container, dict):
+        return True
+    resources = container.get("resources")
+    if not resources:
+        return False
+    if not isinstance(resources, dict):
+        return True
+    for side in ("requests", "limits"):
+        amounts = resources.get(side)
+        if amounts:
+            if not isinstance(amounts, dict):
+                return True
+            for name in amounts:
+                if not isinstance(name, str) or name.startswith(GPU_RESOURCE_PREFIXES):
+                    return True
+    return False
+
+
 def gpu_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     """Per GPU resource, what the pod holds: the containers' sum, or an init container's larger ask."""
+    return gpu_demand(spec)[1]
+
+
+def gpu_demand(spec: Mapping[str, Any]) -> tuple[int, dict[str, int]]:
+    """What a pod holds of GPUs, in one walk over its containers: the count of GPUs and MIG slices
+    (an amount that is not an integer counts 1: it still makes a GPU pod) and, per resource, the
+    integer amounts (`gpu_requests`). Containers run together and add up; an init container runs
+    alone before them, so the pod holds the larger of the two."""
+    held, init_held = 0, 0
     total: dict[str, int] = {}
     for container in spec.get("containers") or []:
-        for name, amount in container_gpu_amounts(container).items():
-            total[name] = total.get(name, 0) + amount
+        if asks_for_gpus(container):
+            held += sum(container_gpu_amounts(container, unreadable=1).values())
+            for name, amount in container_gpu_amounts(container).items():
+                total[name] = total.get(name, 0) + amount
     for container in spec.get("initContainers") or []:
-        for name, amount in container_gpu_amounts(container).items():
-            total[name] = max(total.get(name, 0), amount)
-    return {name: amount for name, amount in total.items() if amount > 0}
+        if asks_for_gpus(container):
+            init_held = max(init_held, sum(container_gpu_amounts(container, unreadable=1).values()))
+            for name, amount in container_gpu_amounts(container).items():
+                total[name] = max(total.get(name, 0), amount)
+    return max(held, init_held), {name: amount for name, amount in total.items() if amount > 0}
 
 
 def _requirement(expr: Any) -> Requirement | None:

@@ -15,9 +15,8 @@ from upgrader.core.gpupods import GpuClaims
 from upgrader.core.placement import (
     Taint,
     Toleration,
-    container_gpu_amounts,
     gpu_allocatable,
-    gpu_requests,
+    gpu_demand,
     taints,
     tolerations,
 )
@@ -198,12 +197,14 @@ def _meta(obj: Obj) -> Obj:
 
 
 def _str_map(value: Any) -> dict[str, str]:
-    return {str(k): str(v) for k, v in (value or {}).items()} if isinstance(value, Mapping) else {}
-
-
-def _gpu_amount(container: Any) -> int:
-    """GPUs and MIG slices one container asks for; an amount we cannot count still makes a GPU pod."""
-    return sum(container_gpu_amounts(container, unreadable=1).values())
+    if not value or not isinstance(value, Mapping):
+        return {}
+    try:  # as the API server sends them, keys and values are all strings: copied as they are
+        "".join(value)
+        "".join(value.values())
+        return dict(value)
+    except TypeError:
+        return {str(k): str(v) for k, v in value.items()}
 
 
 def _claim_keys(namespace: str, spec: Obj, status: Obj) -> tuple[str, ...]:
@@ -245,11 +246,7 @@ def config_digest(pod_spec: Any) -> str | None:
 def pod_view(obj: Obj) -> PodView:
     meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
     images = [str(c.get("image", "")) for c in spec.get("containers") or []]
-    # Init containers run before the others (sidecars beside them): the pod holds the larger of the two.
-    gpus = max(
-        sum(_gpu_amount(c) for c in spec.get("containers") or []),
-        max((_gpu_amount(c) for c in spec.get("initContainers") or []), default=0),
-    )
+    gpus, requests = gpu_demand(spec)
     owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
     waiting = next(
@@ -281,12 +278,12 @@ def pod_view(obj: Obj) -> PodView:
         waiting_message=(waiting or {}).get("message"),
         images=tuple(images),
         affinity=spec.get("affinity") or None,
-        claims=_claim_keys(namespace, spec, status),
+        claims=_claim_keys(namespace, spec, status) if spec.get("resourceClaims") else (),
         config_digest=config_digest(spec),
         created=parse_or_none(str(meta.get("creationTimestamp") or "")),
-        gpu_requests=gpu_requests(spec),
+        gpu_requests=requests,
         node_selector=_str_map(spec.get("nodeSelector")),
-        tolerations=tolerations(spec),
+        tolerations=tolerations(spec) if spec.get("tolerations") else (),
     )
 
 

@@ -15,13 +15,13 @@ from upgrader.core.gpupods import NVIDIA_DRA_DRIVER
 from upgrader.core.views import DIGEST_ENV
 from upgrader.sim.controllers.driver import compute_config_digest
 from upgrader.sim.controllers.settings import DRIVER_COMPONENT, DRIVER_COMPONENT_LABEL, GPU, VALIDATOR_APP
+from upgrader.sim.fleets.catalog import ZONES as ZONES  # re-exported: the fleets build in these zones
 
 if TYPE_CHECKING:
     from upgrader.sim.cluster import EmulatedCluster
 
 Obj = dict[str, Any]
 
-ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 OPERATOR_NS = "gpu-operator"
 DRIVER_REPO = "nvcr.io/nvidia/driver"
 OLD_DRIVER = "535.161.08"

@@ -29,10 +29,10 @@ from upgrader.sim.fleets.builders import (
     node_object,
     pod_object,
 )
+from upgrader.sim.fleets.catalog import DEFAULT_NODES
 
 Obj = dict[str, Any]
 
-DEFAULT_NODES = 6
 UNBUILT_KERNEL = "5.15.0-119-generic"  # the missing-image scenario's odd node
 BATCH_SELECTOR = "app=batch-eval"
 LEDGER_CONFIGMAP = "driver-image-ledger"  # in OPERATOR_NS: the images the emulated registry holds
