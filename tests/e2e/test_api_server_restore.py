@@ -22,8 +22,9 @@ from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
 from upgrader.core.policy import policy_from_mapping
 from upgrader.core.states import STATE_LABEL, WAS_UNSCHEDULABLE, State
+from upgrader.core.views import node_view
 from upgrader.kube.api import ApiError, KubeApi
-from upgrader.kube.cache import ClusterCache
+from upgrader.kube.cache import ClusterCache, node_metadata
 from upgrader.kube.informer import Informer
 from upgrader.sim.apiserver.backup import Backup
 from upgrader.sim.apiserver.faults import RequestRecord
@@ -55,8 +56,9 @@ def holds_what_is_served(cluster: EmulatedCluster, cache: ClusterCache, settings
         return False
     ns, selector = settings.driver_namespace, settings.driver_pod_selector
     served_pods = cluster.store.list(cluster.type("pods"), ns, selector).items
-    return {k: e.raw for k, e in nodes.items()} == {
-        n["metadata"]["name"]: n for n in cluster.store.objects(cluster.type("nodes"))
+    served = {n["metadata"]["name"]: n for n in cluster.store.objects(cluster.type("nodes"))}
+    return {k: (e.raw, e.view) for k, e in nodes.items()} == {
+        k: (node_metadata(n), node_view(n)) for k, n in served.items()
     } and {k: (e.version, e.view.uid) for k, e in pods.items()} == {
         f"{ns}/{p['metadata']['name']}": (int(p["metadata"]["resourceVersion"]), p["metadata"]["uid"])
         for p in served_pods

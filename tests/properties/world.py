@@ -42,6 +42,7 @@ from upgrader.core.reconcile import reconcile
 from upgrader.core.states import REQUESTED_ANNOTATION, SKIP_LABEL
 
 from .world_actors import WorldActors
+from .world_carry import Carried, check_same_decisions
 from .world_objects import (
     BARE,
     DIGESTS,
@@ -92,6 +93,7 @@ class World(WorldActors):
         self.auditors: list[Auditor] = []
         self.fleet_seq = 0  # sequence number of the last change to which nodes are managed
         self.writes_left: int | None = None  # set: the API server takes that many more writes, then fails
+        self.carried = Carried()  # the controller's views and FactsCarry between passes (world_carry.py)
         self._uids = count(1)
         self._names = count(1)
         self._build(spec)
@@ -208,5 +210,8 @@ def controller_pass(world: World, policy: Policy, now: int | None = None) -> Pas
     """The controller's pass (`core.reconcile`, as `Controller._pass` runs it) on the world: each
     batch of actions applied to the world in order, what landed folded into the next decisions."""
     when = float(world.now if now is None else now)
-    result = reconcile(world.snapshot(), policy, when, lambda actions: [world.apply(a) for a in actions])
+    fresh = world.snapshot()
+    snapshot = world.carried.snapshot(fresh)
+    check_same_decisions(snapshot, fresh, policy, when)
+    result = reconcile(snapshot, policy, when, lambda actions: [world.apply(a) for a in actions])
     return PassResult(result.before, result.status, result.started, result.outcomes)

@@ -17,7 +17,7 @@ from kubernetes import client as k8s
 
 from upgrader.commands.statusview import progress_line, render_table
 from upgrader.controller.loop import PassReport
-from upgrader.controller.runner import build_controller, check_policy_against_cluster, start_watches
+from upgrader.controller.runner import build_controller, check_policy_against_cluster, make_cache, start_watches
 from upgrader.controller.settings import Settings
 from upgrader.core.policy import Policy, policy_from_mapping
 from upgrader.sim.cluster import EmulatedCluster
@@ -76,6 +76,7 @@ def run_demo(
         url = cluster.serve()
         settings = Settings(requeue_seconds=0.5, identity="upgrader-demo", lease_duration_seconds=5)
         controller = build_controller(k8s.ApiClient(k8s.Configuration(host=url)), policy or demo_policy(), settings)
+        make_cache(controller, wake)  # the check's lists seed the watch-fed copy
         check_policy_against_cluster(controller, policy_path)  # a policy that does not fit: exit 2, nothing written
         _announce(info, scenario, url, out)
         controller.on_pass.append(latest.update)

@@ -355,7 +355,7 @@ class RelevantPods:
         if containers and any(map(asks_for_gpus, containers)):
             return True
         inits = spec.get("initContainers")
-        return bool(inits) and any(map(asks_for_gpus, inits))
+        return any(map(asks_for_gpus, inits)) if inits else False
 
 
 def relevant_pods(policy: Policy) -> RelevantPods:

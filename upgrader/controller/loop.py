@@ -15,6 +15,7 @@ from upgrader.controller.preflight_source import PreflightSource
 from upgrader.controller.settings import Settings
 from upgrader.core.actions import Action, Event, Outcome, Result, Transition
 from upgrader.core.events import waiting_line
+from upgrader.core.node_facts import FactsCarry
 from upgrader.core.policy import OnInsufficientCapacity, Policy
 from upgrader.core.reconcile import reconcile
 from upgrader.kube.api import ApiError, KubeApi
@@ -132,6 +133,8 @@ class Controller:
         self.alerts: PrometheusAlerts | None = PrometheusAlerts(gate) if gate is not None else None
         # What a start is judged by before it is made, as `plan` judges it (core/preflight.py).
         self.preflight = preflight
+        # Each node's facts from earlier passes, reused while the node is unchanged (core/node_facts.py).
+        self.carry = FactsCarry()
 
     def reconcile(self) -> PassReport:
         """One pass. Never sleeps on the cluster: waits are states with start times on the nodes."""
@@ -182,6 +185,7 @@ class Controller:
         room = self.policy.gpu_capacity.on_insufficient is OnInsufficientCapacity.WAIT
         snapshot, raw_nodes = take(self.api, self.settings, cache, self.fresh_reads, room)
         self.fresh_reads = False
+        snapshot.carry = self.carry
         if self.alerts is not None:
             snapshot.alerts = self.alerts.read()  # no retry inside the pass: the next pass asks again
         observe = cache.observe if cache is not None else None

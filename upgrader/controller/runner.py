@@ -67,7 +67,9 @@ def check_policy_against_cluster(controller: Controller, policy_path: str | None
     the caller: it could not read the cluster, so it cannot judge. Once the policy fits, later passes
     that find it no longer does (the canary zone's nodes removed) say so in the log, see `warn_when_unfit`.
     """
-    snapshot, _ = take(controller.api, controller.settings)
+    # With the watch-fed copy made and not started yet, these lists seed it (kube/informer.py): the
+    # watches start from them instead of listing the fleet again. The check needs no budgets.
+    snapshot, _ = take(controller.api, controller.settings, controller.cache, fresh=True, budgets=False)
     problem = fleet_problem(controller.policy, fleet(snapshot).managed)
     if problem is not None:
         raise ConfigError(refusal(problem, policy_path))
@@ -141,7 +143,15 @@ def _check_when_readable(controller: Controller, stop: threading.Event, policy_p
 
 
 def start_watches(controller: Controller, stop: threading.Event, wake: threading.Event) -> ClusterCache:
-    """Follow nodes and driver pods: every change wakes the loop, and passes read them from the copy.
+    """Follow nodes and driver pods: every change wakes the loop, and passes read them from the copy
+    (the one `make_cache` made, seeded by the policy check's lists, or a new one)."""
+    cache = controller.cache if controller.cache is not None else make_cache(controller, wake)
+    cache.start(stop)
+    return cache
+
+
+def make_cache(controller: Controller, wake: threading.Event) -> ClusterCache:
+    """The watch-fed copy, not started: lists read before it starts seed it.
 
     The watches get their own KubeApi, so `controller.api.stats` counts the passes' requests only
     (the metrics count both).
@@ -154,8 +164,9 @@ def start_watches(controller: Controller, stop: threading.Event, wake: threading
 
     api.on_request = count
     cache = ClusterCache(api, controller.settings, wake.set)
+    for informer in (cache.nodes, cache.driver_pods):
+        informer.seed_from_first_list()
     controller.cache = cache
-    cache.start(stop)
     return cache
 
 
@@ -236,6 +247,7 @@ def run_until_signalled(controller: Controller, policy_path: str | None = None) 
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    make_cache(controller, wake)
     if not _check_when_readable(controller, stop, policy_path):
         return 0  # stopped before the cluster could be read: nothing was written
     start_watches(controller, stop, wake)

@@ -20,6 +20,7 @@ from upgrader.core.actions import Action, Annotate, Event, SetUnschedulable, Tra
 from upgrader.core.fleet import fleet
 from upgrader.core.machine import fire
 from upgrader.core.node_context import context
+from upgrader.core.node_facts import NodeFacts, derived, driver_known, facts_of, unfinished_cycle, upgrade_reason
 from upgrader.core.policy import Policy
 from upgrader.core.preflight import clear_held
 from upgrader.core.rollout import CLEAR_BLOCK, clear_if_blocked, restart_clock
@@ -34,8 +35,6 @@ from upgrader.core.states import (
     OPERATOR_INITIAL_UNSCHEDULABLE,
     OPERATOR_VALIDATION_START,
     OPERATOR_WAIT_START,
-    REQUESTED_ANNOTATION,
-    SAFE_LOAD_ANNOTATION,
     SINCE_STATE,
     STARTED_AT,
     STATE_SINCE,
@@ -43,7 +42,7 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
-from upgrader.core.steps import OURS, lost_clock
+from upgrader.core.steps import FUTURE_TOLERANCE, OURS, lost_clock
 from upgrader.core.timefmt import rfc3339
 from upgrader.core.views import NodeView, PodView, Snapshot
 
@@ -52,41 +51,6 @@ OPERATOR_CLOCKS = {
     State.WAIT_FOR_JOBS_REQUIRED: OPERATOR_WAIT_START,
     State.VALIDATION_REQUIRED: OPERATOR_VALIDATION_START,
 }
-
-
-def upgrade_reason(snapshot: Snapshot, node: NodeView) -> str | None:
-    """Why the node needs an upgrade, or None when its driver is current."""
-    if node.annotations.get(REQUESTED_ANNOTATION) == "true":
-        return f"annotation {REQUESTED_ANNOTATION}=true"
-    if node.annotations.get(SAFE_LOAD_ANNOTATION):
-        return f"its driver pod waits for a safe load (annotation {SAFE_LOAD_ANNOTATION})"
-    if node.state is State.UPGRADE_REQUIRED and node.annotations.get(FAILED_AT):
-        # Relabelled after a failure: its driver pod may well be "current" and still broken.
-        return f"retrying after upgrade-failed: {node.annotations.get(FAILED_REASON, '(no reason recorded)')}"
-    if node.state is State.UPGRADE_REQUIRED and unfinished_cycle(node):
-        # Relabelled by hand in the middle of an upgrade: it goes through again rather than be
-        # declared done with upgrader's cordon on.
-        return f"relabelled upgrade-required before its upgrade ended ({unfinished_cycle(node)} is still set)"
-    for pod in snapshot.driver_pods.get(node.name, []):
-        if pod.terminating:
-            continue
-        ds = snapshot.driver_set_of(pod)
-        if ds is not None and ds.newest_hash and pod.revision_hash != ds.newest_hash:
-            return (
-                f"driver pod {pod.key} at revision {pod.revision_hash}, "
-                f"DaemonSet {ds.name} at {ds.newest_hash} (revision {ds.newest_revision})"
-            )
-    return None
-
-
-def driver_known(snapshot: Snapshot, node: NodeView) -> bool:
-    """The node runs a driver pod (not terminating) of a DaemonSet whose newest revision is known:
-    only then can it be judged current."""
-    for pod in snapshot.driver_pods.get(node.name, []):
-        ds = snapshot.driver_set_of(pod)
-        if not pod.terminating and ds is not None and ds.newest_hash:
-            return True
-    return False
 
 
 # What a managed node with no state label gets labelled: behind, or current.
@@ -103,7 +67,7 @@ def detect(snapshot: Snapshot, policy: Policy, now: float) -> list[Action]:
     # A recovered node is in progress again: it waits for a maxParallelUpgrades slot like a start
     # (it is unavailable already, so maxUnavailable does not change).
     slots = policy.max_parallel_upgrades - sum(1 for n in split.managed if n.state in IN_PROGRESS)
-    for node in sorted([*split.managed, *skipped], key=lambda n: n.name):
+    for node in _to_judge(snapshot, split.managed, skipped, now):
         free = policy.max_parallel_upgrades == 0 or slots > 0
         if node.state is State.FAILED:
             actions.extend(record_failure(node, now))
@@ -137,6 +101,47 @@ def detect(snapshot: Snapshot, policy: Policy, now: float) -> list[Action]:
         elif clear_if_blocked(node):
             actions.append(Annotate(node.name, CLEAR_BLOCK))  # left over from a hand relabel
     return actions
+
+
+def _to_judge(snapshot: Snapshot, managed: list[NodeView], skipped: list[NodeView], now: float) -> list[NodeView]:
+    """The nodes detect must judge the long way, in name order: all but the quiet ones. Which are
+    quiet is kept from pass to pass while no node changes (core/node_facts.py); only a clock in our
+    future makes the time matter, and then each quiet node's clock is judged at `now`."""
+    loud, latest = derived(snapshot, "detect", lambda: _partition(snapshot, [*managed, *skipped]))
+    if latest is None or latest - now <= FUTURE_TOLERANCE:
+        return loud
+    facts = facts_of(snapshot)
+    return [n for n in sorted([*managed, *skipped], key=_name) if not _quiet(facts[n.name], now)]
+
+
+def _partition(snapshot: Snapshot, nodes: list[NodeView]) -> tuple[list[NodeView], float | None]:
+    """The nodes that are not quiet at any time, and the latest clock among the quiet ones."""
+    facts = facts_of(snapshot)
+    loud, latest = [], None
+    for node in sorted(nodes, key=_name):
+        fact = facts[node.name]
+        if not _quiet(fact, None):
+            loud.append(node)
+        elif fact.since is not None and (latest is None or fact.since > latest):
+            latest = fact.since
+    return loud, latest
+
+
+def _name(node: NodeView) -> str:
+    return node.name
+
+
+def _quiet(facts: NodeFacts, now: float | None) -> bool:
+    """A node detect leaves as it is, told from its facts alone: waiting at upgrade-required with
+    its driver behind, or upgrade-done and current with nothing of an upgrade left on it; its clock
+    good (at `now`; None: leaving a clock in our future aside) and no block record left over. Most
+    of a large fleet, every pass (the rest goes the long way)."""
+    node = facts.node
+    if facts.blocked or facts.clock is not None or (now is not None and facts.clock_lost(now)):
+        return False
+    if node.state is State.UPGRADE_REQUIRED:
+        return facts.reason is not None
+    return node.state is State.DONE and facts.reason is None and facts.unfinished is None
 
 
 def ready_at_newest(snapshot: Snapshot, node: NodeView, policy: Policy) -> PodView | None:
@@ -191,12 +196,6 @@ def recover(snapshot: Snapshot, node: NodeView, policy: Policy, now: float) -> l
         + ("" if record else f"; {cordon}")
     )
     return [fire(node.name, State.FAILED, "driver_recovered", annotations=annotations, message=message)]
-
-
-def unfinished_cycle(node: NodeView) -> str | None:
-    """The record of an upgrade upgrader started and did not finish (they are cleared when one ends),
-    or None."""
-    return next((key for key in (STARTED_AT, WAS_UNSCHEDULABLE) if node.annotations.get(key)), None)
 
 
 def record_failure(node: NodeView, now: float) -> list[Action]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from upgrader.core.node_facts import derived, facts_of
 from upgrader.core.states import IN_PROGRESS, SKIP_LABEL, State
 from upgrader.core.views import NodeView, Snapshot
 
@@ -18,16 +19,16 @@ class Fleet:
 
 
 def fleet(snapshot: Snapshot) -> Fleet:
-    known = snapshot.memo.get("fleet")
-    if known is None:
-        known = snapshot.memo["fleet"] = _fleet(snapshot)
+    known = derived(snapshot, "fleet", lambda: _fleet(snapshot))
     return Fleet(list(known.managed), list(known.skipped), list(known.invalid))  # copies: callers may edit
 
 
 def _fleet(snapshot: Snapshot) -> Fleet:
     managed, skipped, invalid = [], [], []
-    for node in sorted(snapshot.nodes.values(), key=lambda n: n.name):
-        selecting = [d.name for d in snapshot.driver_sets if d.selects(node)]
+    facts = facts_of(snapshot)
+    for name in sorted(snapshot.nodes):
+        node = snapshot.nodes[name]
+        selecting = facts[name].selecting
         # A node upgrader is working on stays its own, driver or not (its DaemonSet may have vanished).
         ours = node.state in IN_PROGRESS or node.state is State.FAILED
         if not (snapshot.driver_pods.get(node.name) or selecting or ours):
@@ -37,7 +38,7 @@ def _fleet(snapshot: Snapshot) -> Fleet:
         elif node.invalid:
             invalid.append((node.name, node.invalid))
         elif len(selecting) > 1:
-            invalid.append((node.name, conflicting_daemonsets(selecting)))
+            invalid.append((node.name, conflicting_daemonsets(list(selecting))))
         else:
             managed.append(node)
     return Fleet(managed, skipped, invalid)

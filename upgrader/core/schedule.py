@@ -127,6 +127,26 @@ def pick_domain(
     return current, (before if before is not None and finished(before) else None), []
 
 
+@dataclass(frozen=True)
+class Grouping:
+    """The managed nodes by failure domain, counted: what plan_starts reads of the whole fleet.
+    A pass has it from its census (core/census.py), kept while no node changes."""
+
+    order: list[str]  # domain_order
+    by_domain: dict[str, list[NodeView]]
+    in_progress: int
+    unavailable: int  # of the managed nodes (bystanders apart)
+
+
+def group(nodes: list[NodeView], policy: Policy) -> Grouping:
+    order = domain_order(nodes, policy)
+    by_domain: dict[str, list[NodeView]] = {d: [] for d in order}
+    for node in nodes:
+        by_domain[domain_of(node, policy)].append(node)
+    in_progress = sum(1 for n in nodes if n.state in IN_PROGRESS)
+    return Grouping(order, by_domain, in_progress, sum(1 for n in nodes if is_unavailable(n)))
+
+
 def plan_starts(
     nodes: list[NodeView],
     policy: Policy,
@@ -140,6 +160,7 @@ def plan_starts(
     gate: GateVerdict = GATE_OPEN,
     room: RoomCheck | None = None,
     hold: HoldCheck | None = None,
+    grouping: Grouping | None = None,
 ) -> Schedule:
     """`nodes` are the managed nodes; `may_start` is False while paused or halted; `last_domain` is the
     current domain the last status recorded (see `pick_domain`); `bystanders` are the other driver
@@ -157,13 +178,11 @@ def plan_starts(
 
     `fleet_size` scales a percentage maxUnavailable when `nodes` is a subset that leaves out nodes
     which cannot matter (done, available, not in the current domain), as the plan's wave replay does.
+    `grouping`: `group(nodes, policy)`, when the caller has it already.
     """
-    order = domain_order(nodes, policy)
-    by_domain: dict[str, list[NodeView]] = {d: [] for d in order}
-    for node in nodes:
-        by_domain[domain_of(node, policy)].append(node)
-    in_progress = sum(1 for n in nodes if n.state in IN_PROGRESS)
-    unavailable = sum(1 for n in (*nodes, *bystanders) if is_unavailable(n))
+    grouped = grouping if grouping is not None else group(nodes, policy)
+    order, by_domain, in_progress = grouped.order, grouped.by_domain, grouped.in_progress
+    unavailable = grouped.unavailable + sum(1 for n in bystanders if is_unavailable(n))
     size = len(nodes) + len(bystanders) if fleet_size is None else fleet_size
     max_unavailable = policy.max_unavailable_nodes(size)
     judged: list[tuple[str, Hold | None]] = []

@@ -9,6 +9,7 @@ from functools import cache
 from upgrader.core.actions import Action, Annotate, Event
 from upgrader.core.alert_gate import gate_verdict
 from upgrader.core.capacity import evicted_gpu_pods, room_by_node, shortage
+from upgrader.core.census import census
 from upgrader.core.events import waiting_events
 from upgrader.core.fleet import fleet
 from upgrader.core.gpupods import GpuClaims
@@ -70,6 +71,7 @@ def start_nodes(
         gate=gate_verdict(policy.alert_gate, snapshot.alerts),
         room=room_check(snapshot, policy) if waits_for_room else None,
         hold=hold_check(snapshot, policy, now, preflight) if preflight is not None else None,
+        grouping=census(snapshot, policy, [n.name for n in nodes]).grouping,
     )
     actions: list[Action] = list(waiting_events(schedule.wait, snapshot.control.previous))
     for name, holding in schedule.judged:

@@ -10,10 +10,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from upgrader.core.actions import Action, Event
+from upgrader.core.census import census
 from upgrader.core.policy import OnNodeFailure, Policy
 from upgrader.core.preflight import Hold
 from upgrader.core.runbooks import runbook_for
-from upgrader.core.schedule import Schedule, canary_domain, domain_of, domain_order
+from upgrader.core.schedule import Schedule, canary_domain, domain_of
 from upgrader.core.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
@@ -26,7 +27,6 @@ from upgrader.core.states import (
     HELD_REASON,
     HELD_SINCE,
     IN_PROGRESS,
-    STATE_COUNT_KEYS,
     STATE_SINCE,
     UNLABELLED,
     State,
@@ -96,19 +96,27 @@ def failed_nodes(snapshot: Snapshot, managed: list[str], acknowledged: set[str])
     return out
 
 
-def halt_reason(snapshot: Snapshot, policy: Policy, managed: list[str], acknowledged: set[str]) -> str | None:
+def _managed_waits(waiting: list[dict[str, str]], managed: list[str], blocked: set[str]) -> list[dict[str, str]]:
+    names = set(managed) if waiting else set()
+    return [w for w in waiting if w["node"] in names and w["node"] not in blocked]
+
+
+def halt_reason(
+    snapshot: Snapshot, policy: Policy, managed: list[str], acknowledged: set[str], watched: list[str] | None = None
+) -> str | None:
     """Why no new node may start, or None. An interlock halts first (core/interlocks.py); then blocks;
-    then unacknowledged failures in the canary domain, and anywhere under onNodeFailure: halt."""
+    then unacknowledged failures in the canary domain, and anywhere under onNodeFailure: halt.
+    `watched`: the managed nodes that can be blocked or failed (core/census.py), when known."""
     if snapshot.interlocks:
         others = len(snapshot.interlocks) - 1
         more = f" (and {others} more: `upgrader status -o json` lists them)" if others else ""
         return snapshot.interlocks[0].text + more
-    blocked = blocked_nodes(snapshot, managed)
+    blocked = blocked_nodes(snapshot, managed if watched is None else watched)
     if blocked:
         b = blocked[0]
         more = f" (and {len(blocked) - 1} more blocked)" if len(blocked) > 1 else ""
         return f"{b['node']} blocked in {b['state']} since {b['since']}: {b['reason']}{more}; see {b['runbook']}"
-    failures = failed_nodes(snapshot, managed, acknowledged)
+    failures = failed_nodes(snapshot, managed if watched is None else watched, acknowledged)
     if not failures:
         return None
     canary = canary_domain([snapshot.nodes[n] for n in managed], policy)
@@ -141,13 +149,12 @@ def rollout_status(
     now: float,
     waiting: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
-    nodes = [snapshot.nodes[n] for n in managed]
-    by_state = dict.fromkeys(STATE_COUNT_KEYS, 0)
-    for node in nodes:
-        by_state[node.state.value if node.state is not None else UNLABELLED] += 1
-    halt = halt_reason(snapshot, policy, managed, acknowledged)
+    counted = census(snapshot, policy, managed)
+    nodes, watched = counted.nodes, counted.watched
+    by_state = dict(counted.by_state)
+    halt = halt_reason(snapshot, policy, managed, acknowledged, watched)
     paused_since = pause_since(snapshot.control, now)
-    failed = during_pause_first(failed_nodes(snapshot, managed, acknowledged), paused_since)
+    failed = during_pause_first(failed_nodes(snapshot, watched, acknowledged), paused_since)
     pending = by_state[State.UPGRADE_REQUIRED.value] + sum(by_state[s.value] for s in IN_PROGRESS)
     unlabelled = by_state[UNLABELLED]
     if snapshot.control.paused or not policy.auto_upgrade:
@@ -158,12 +165,9 @@ def rollout_status(
         phase = "Done"  # failures that should stop the rollout halt it above
     else:
         phase = "Running"
-    blocked_names = {b["node"] for b in blocked_nodes(snapshot, managed)}
-    # Nodes counted per domain and state in one go: this runs twice a pass over the whole fleet.
-    per_domain: dict[str, Counter[State | None]] = {}
-    for node in nodes:
-        per_domain.setdefault(domain_of(node, policy), Counter())[node.state] += 1
-    order = domain_order(nodes, policy)
+    blocked = blocked_nodes(snapshot, watched)
+    blocked_names = {b["node"] for b in blocked}
+    per_domain, order = counted.per_domain, counted.order
     domains = []
     for name in order:
         counts = per_domain.get(name, Counter())
@@ -209,13 +213,13 @@ def rollout_status(
         "domains": domains,
         "in_progress": [
             {"node": n.name, "state": n.state.value, "since": n.annotations.get(STATE_SINCE, "")}
-            for n in nodes
-            if n.state in IN_PROGRESS
+            for n in counted.in_progress
+            if n.state is not None
         ],
         "interlocks": [i.text for i in snapshot.interlocks],
-        "blocked": blocked_nodes(snapshot, managed),
-        "held": held_nodes(snapshot, managed),
-        "waiting": [w for w in waiting or [] if w["node"] in managed and w["node"] not in blocked_names],
+        "blocked": blocked,
+        "held": held_nodes(snapshot, watched),
+        "waiting": _managed_waits(waiting or [], managed, blocked_names),
         "failed": failed,
         "skipped": skipped,
         "invalid": [{"node": n, "reason": r} for n, r in invalid],

@@ -181,6 +181,9 @@ class Snapshot:
     # Under gpuCapacity.onInsufficient: wait, every node's pods and the GPU claims they hold, read when
     # a start is first judged against the room (never in a pass that can start nothing).
     fleet_pods: Callable[[], tuple[dict[str, list[PodView]], GpuClaims]] | None = None
+    # Each node's facts carried from the controller's earlier passes: a core.node_facts.FactsCarry
+    # (typed loosely: node_facts reads the views); None: none kept.
+    carry: Any = field(default=None, repr=False, compare=False)
     # Results derived from this snapshot alone (the fleet split), computed once: a pass asks for them
     # several times. Not copied by dataclasses.replace, so a changed snapshot starts empty.
     memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)

@@ -71,6 +71,7 @@ class Informer(Generic[V]):
         on_change: Callable[[], None] | None = None,
         timeout_seconds: int = 60,
         keep_raw: bool = True,
+        slim: Callable[[Obj], Obj] | None = None,
     ) -> None:
         self.api = api
         self.path = path
@@ -79,6 +80,7 @@ class Informer(Generic[V]):
         self.on_change = on_change or (lambda: None)
         self.timeout_seconds = timeout_seconds
         self.keep_raw = keep_raw  # off: only views are held (the raw JSON is most of the memory)
+        self.slim = slim  # what of the raw object is held, when not all of it
         self._lock = threading.Lock()
         self._entries: dict[str, Entry[V]] = {}
         self._synced = False
@@ -88,6 +90,8 @@ class Informer(Generic[V]):
         self.backoff = Backoff(1.0)
         self.wait: Callable[[threading.Event, float], bool] = lambda event, seconds: event.wait(seconds)
         self._trouble: str | None = None  # what the log last said went wrong, said once per change
+        self._started = False  # `run` began: from then on only its own LIST and WATCH fill the copy
+        self._seeding = False  # see seed_from_first_list
 
     # ----- what a pass reads ------------------------------------------------------------------------
 
@@ -122,6 +126,9 @@ class Informer(Generic[V]):
         server went back in time (restored): the copy is reset to it."""
         listed_at = version_of(listing)
         with self._lock:
+            if self._seeding and not self._started and not self._version and listed_at is not None:
+                self._reset(listing, None)  # read before the watch started: it starts from this list
+                return
             held_at = _int_or_none(self._version)
             if listed_at is None or listed_at == held_at:
                 return
@@ -129,6 +136,12 @@ class Informer(Generic[V]):
                 self._reset(listing, held_at)
                 return
             self._merge(listing)
+
+    def seed_from_first_list(self) -> None:
+        """The first list a pass hands over before `run` starts (`upgrader run`'s policy check) is
+        the copy `run` starts from: its watch continues from that list's resourceVersion, and the
+        collection is not LISTed again to start. Until `run` starts, passes LIST as when unsynced."""
+        self._seeding = True
 
     def distrust(self, why: str) -> None:
         """A fresh read the pass made elsewhere (a node's pods) contradicts the copy: the API server
@@ -161,7 +174,7 @@ class Informer(Generic[V]):
             )
         self._entries = {}
         for item in listing.get("items") or []:
-            self._entries[object_key(item)] = Entry(item if self.keep_raw else None, self.view(item), version_of(item))
+            self._entries[object_key(item)] = Entry(self._raw(item), self.view(item), version_of(item))
         self._version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
 
     def _merge(self, listing: Obj) -> None:
@@ -180,7 +193,12 @@ class Informer(Generic[V]):
         held = self._entries.get(key)
         if held is not None and held.version is not None and version is not None and version < held.version:
             return  # an event older than our own write: keep what we wrote
-        self._entries[key] = Entry(obj if self.keep_raw else None, self.view(obj), version)
+        self._entries[key] = Entry(self._raw(obj), self.view(obj), version)
+
+    def _raw(self, obj: Obj) -> Obj | None:
+        if not self.keep_raw:
+            return None
+        return self.slim(obj) if self.slim is not None else obj
 
     # ----- the LIST + WATCH loop --------------------------------------------------------------------
 
@@ -188,6 +206,9 @@ class Informer(Generic[V]):
         """`step` until `stop` is set; never raises. After a failure it backs off (`backoff`), and it
         says what went wrong once per change: an API server that is away through `reachability`
         (one line for the loop and every watch), anything else as a warning of its own."""
+        self._started = True
+        if self._seeding and self._version:
+            self._synced = True  # seeded: watch from the seed's resourceVersion, no LIST first
         while not stop.is_set():
             started = time.monotonic()
             try:

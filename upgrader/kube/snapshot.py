@@ -107,23 +107,29 @@ def collector_paused() -> Iterator[None]:
 
 
 def take(
-    api: KubeApi, settings: Addresses, cache: ClusterCache | None = None, fresh: bool = False, room: bool = False
+    api: KubeApi,
+    settings: Addresses,
+    cache: ClusterCache | None = None,
+    fresh: bool = False,
+    room: bool = False,
+    budgets: bool = True,
 ) -> tuple[Snapshot, dict[str, Obj]]:
     """The snapshot, and the raw node objects (the adapter builds guarded patches from them).
 
     With a synced `cache`, nodes and driver pods come from it instead of a LIST; `fresh` LISTs them
     anyway (and hands the lists to the cache), as the first pass after winning the lease does.
+    `budgets` False leaves the PodDisruptionBudgets unread (the start's policy check needs none).
     `room` (gpuCapacity.onInsufficient: wait): the snapshot can read every node's pods too, in one LIST,
     when the pass first judges a start against the room its evicted GPU pods would find
     (`Snapshot.fleet_pods`): a pass that starts nothing (paused, halted, outside a window, no free
     slot) never reads them.
     """
     with collector_paused():
-        return _take(api, settings, cache, fresh, room)
+        return _take(api, settings, cache, fresh, room, budgets)
 
 
 def _take(
-    api: KubeApi, settings: Addresses, cache: ClusterCache | None, fresh: bool, room: bool = False
+    api: KubeApi, settings: Addresses, cache: ClusterCache | None, fresh: bool, room: bool = False, budgets: bool = True
 ) -> tuple[Snapshot, dict[str, Obj]]:
     ns = settings.driver_namespace
     (nodes_path, _), (pods_path, pods_selector) = watch_paths(settings)
@@ -135,7 +141,7 @@ def _take(
     ).get("items", [])
     revisions = api.list(f"/apis/apps/v1/namespaces/{ns}/controllerrevisions").get("items", []) if daemonsets else []
     pod_entries = _read(api, pods_path, pods_selector, pod_view, cache.driver_pods if cache else None, fresh)
-    pdb_items = api.list("/apis/policy/v1/poddisruptionbudgets").get("items", [])
+    pdb_items = api.list("/apis/policy/v1/poddisruptionbudgets").get("items", []) if budgets else []
     pdbs = cache.pdb_views(pdb_items) if cache else [v for p in pdb_items if (v := pdb_view(p)) is not None]
     control = read_control(api, settings)
     driver_pods: dict[str, list[PodView]] = {}
