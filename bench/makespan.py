@@ -27,12 +27,14 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 from upgrader.controller.loop import Controller, PassReport
 from upgrader.controller.settings import Settings
 from upgrader.core.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
+from upgrader.kube.cache import ClusterCache
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.controllers.settings import SimSettings
 from upgrader.sim.fleets.spread import build_spread, zone_names
@@ -65,6 +67,7 @@ def run(args: argparse.Namespace, seed: int) -> tuple[list[str], dict[str, float
     policy = policy_from_mapping(policy_for(args))
     api = KubeApi(cluster.client(), sleep=lambda _: None)
     controller = Controller(api, policy, Settings(identity="bench"), cluster.store.clock.now)
+    sync = None if args.lists else watch_fed(cluster, controller)
 
     def progress(passes: int, report: PassReport) -> None:
         if args.verbose and passes % 500 == 0:
@@ -72,7 +75,7 @@ def run(args: argparse.Namespace, seed: int) -> tuple[list[str], dict[str, float
             print(f"  seed {seed} pass {passes}: {done} done, {time.perf_counter() - wall:.0f} s wall", flush=True)
 
     passes = run_until_done(cluster, controller, args.nodes, args.pass_seconds, 10 * 86400, progress,
-                            skip_idle=not args.every_pass)
+                            skip_idle=not args.every_pass, sync=sync)
     rolled = time.perf_counter() - wall - built
     seen = timeline(recorder, info.nodes)
     parts = {n: drawn_parts(settings, n, info.grace[n]) for n in info.nodes}
@@ -101,6 +104,19 @@ def run(args: argparse.Namespace, seed: int) -> tuple[list[str], dict[str, float
     ]
     return out, {"makespan": seen.makespan, **{f"bound_{k}": b for k, b in bounds.items()},
                  "violations": float(len(violations))}
+
+
+def watch_fed(cluster: EmulatedCluster, controller: Controller) -> Callable[[], None]:
+    """As `upgrader run` runs: nodes and driver pods from the watch-fed copy, whose watches deliver
+    what happened before each pass (virtual time: stepped, not threads)."""
+    cache = ClusterCache(KubeApi(cluster.client(), sleep=lambda _: None), controller.settings, lambda: None)
+    controller.cache = cache
+
+    def sync() -> None:
+        cache.nodes.step()
+        cache.driver_pods.step()
+
+    return sync
 
 
 def domain_lines(
@@ -134,6 +150,8 @@ def main() -> None:
     parser.add_argument("--pass-seconds", type=float, default=1.0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1], help="one process per seed, in parallel")
     parser.add_argument("--every-pass", action="store_true", help="do not skip passes that would do nothing")
+    parser.add_argument("--lists", action="store_true",
+                        help="every pass LISTs nodes and driver pods (no watch-fed copy), as before issue 24")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
     print(f"{args.nodes} nodes in {args.zones} domains, maxParallelUpgrades {args.parallel}, soak {args.soak:g} s, "

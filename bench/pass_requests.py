@@ -113,6 +113,10 @@ def main() -> None:
 
     print("request counts cross-checked: each emulator's audit log holds exactly the requests the controller "
           "counted (passes, plus the cache's list and watch requests)")
+    lost = {r: sum(p.get("unreachable", 0) for p in seen[r]) for r in runs}
+    if any(lost.values()):
+        print("sent again after the emulator had closed the kept-alive connection (not in the counts): "
+              + ", ".join(f"{n} {mode} {count}" for (n, mode), count in lost.items() if count))
     print()
     print("| nodes | reads | idle pass: requests | with k in progress: first pass | then per pass | extra per node "
           "| CPU idle | CPU in progress | wall idle | controller peak RSS | cache requests, whole run |")

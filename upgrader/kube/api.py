@@ -210,16 +210,29 @@ class KubeApi:
         )
         deadline = time.monotonic() + self.max_delay
         timeout = self.timeout
+        attempt: object = None
         try:
             for attempt in retrying:
                 with attempt:
                     timeout = self._try_timeout(deadline)
                     return self._once(verb, method, path, query, body, content_type, timeout)
         except ApiException as exc:
-            raise self._failed(self._error(exc)) from None
+            error = self._error(exc)
+            exc.__traceback__ = None
         except NO_ANSWER as exc:
-            raise self._failed(ApiError(0, "Unreachable", no_answer(exc, timeout), server=self.server)) from None
-        raise AssertionError("unreachable")  # pragma: no cover - Retrying either returns or raises
+            error = ApiError(0, "Unreachable", no_answer(exc, timeout), server=self.server)
+            exc.__traceback__ = None
+        # Raised with no reference left to the failed tries. tenacity re-raises the last try's
+        # exception from inside its iterator, whose frame holds the retry state that holds that
+        # exception: exception, traceback and frames would hold one another, and with them every
+        # caller's locals (a pass's whole snapshot, through the frames' f_back), until the cyclic
+        # collector found them. A 404 in every pass (no ClusterPolicy, no control ConfigMap) kept
+        # each pass's reads alive that way, and the collection that freed them scanned them all.
+        del retrying, attempt
+        try:
+            raise self._failed(error)
+        finally:
+            del error
 
     def _try_timeout(self, deadline: float) -> float:
         """A try's timeout: `timeout`, or what is left of `max_delay` when less (a CLI command's few

@@ -37,7 +37,9 @@ class ClusterCache:
         self.driver_pods: Informer[PodView] = Informer(
             api, pods_path, pod_view, label_selector=pods_selector, on_change=on_change, keep_raw=False
         )
-        self._pdbs: dict[tuple[str, str], PdbView | None] = {}
+        self._pdbs: dict[str, PdbView | None] = {}  # "uid/resourceVersion" -> view (strings: no GC tracking)
+        # The last pass's driver pods per node (kube/snapshot.by_node): unchanged nodes keep their list.
+        self.driver_pods_by_node: dict[str, list[PodView]] = {}
         self._suspects: dict[str, int] = {}  # driver pod held in the copy -> a list's version that lacked it
 
     def contradicted(self, missing: dict[str, int | None]) -> list[str]:
@@ -66,11 +68,12 @@ class ClusterCache:
         """Views of the PDBs a pass LISTed, reusing last pass's view of any PDB whose
         resourceVersion has not moved (a PDB's status changes with every disruption, so the list
         itself is read fresh every pass; only the decoding into views is saved)."""
-        views: dict[tuple[str, str], PdbView | None] = {}
+        views: dict[str, PdbView | None] = {}
         for item in items:
             meta = item.get("metadata") or {}
-            key = (str(meta.get("uid", "")), str(meta.get("resourceVersion", "")))
-            views[key] = self._pdbs[key] if key in self._pdbs and key[1] else pdb_view(item)
+            version = str(meta.get("resourceVersion", ""))
+            key = f"{meta.get('uid', '')}/{version}"
+            views[key] = self._pdbs[key] if key in self._pdbs and version else pdb_view(item)
         self._pdbs = views
         return [v for v in views.values() if v is not None]
 

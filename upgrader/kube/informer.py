@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -92,6 +92,7 @@ class Informer(Generic[V]):
         self._trouble: str | None = None  # what the log last said went wrong, said once per change
         self._started = False  # `run` began: from then on only its own LIST and WATCH fill the copy
         self._seeding = False  # see seed_from_first_list
+        self._given: Mapping[str, V] = {}  # views a pass built of the list it hands over (absorb)
 
     # ----- what a pass reads ------------------------------------------------------------------------
 
@@ -118,24 +119,32 @@ class Informer(Generic[V]):
             if object_key(obj) in self._entries:
                 self._put(obj)
 
-    def absorb(self, listing: Obj) -> None:
+    def absorb(self, listing: Obj, views: Mapping[str, V] | None = None) -> None:
         """A full LIST a pass made, taken only when it is newer than the copy: newer objects replace
         held ones; held objects the list does not have are dropped unless newer than the list. A
         list as new as the copy is ignored whole: an object deleted since it was served would come
         back from it, and no later event would remove it. A list older than the copy means the API
-        server went back in time (restored): the copy is reset to it."""
-        listed_at = version_of(listing)
+        server went back in time (restored): the copy is reset to it. `views`: the pass's own views
+        of the listed objects, by key, taken as they are instead of being built again."""
         with self._lock:
-            if self._seeding and not self._started and not self._version and listed_at is not None:
-                self._reset(listing, None)  # read before the watch started: it starts from this list
-                return
-            held_at = _int_or_none(self._version)
-            if listed_at is None or listed_at == held_at:
-                return
-            if held_at is not None and listed_at < held_at:
-                self._reset(listing, held_at)
-                return
-            self._merge(listing)
+            self._given = views or {}  # only while this list is taken in: the watch's objects are its own
+            try:
+                self._take_in(listing)
+            finally:
+                self._given = {}
+
+    def _take_in(self, listing: Obj) -> None:
+        listed_at = version_of(listing)
+        if self._seeding and not self._started and not self._version and listed_at is not None:
+            self._reset(listing, None)  # read before the watch started: it starts from this list
+            return
+        held_at = _int_or_none(self._version)
+        if listed_at is None or listed_at == held_at:
+            return
+        if held_at is not None and listed_at < held_at:
+            self._reset(listing, held_at)
+            return
+        self._merge(listing)
 
     def seed_from_first_list(self) -> None:
         """The first list a pass hands over before `run` starts (`upgrader run`'s policy check) is
@@ -174,7 +183,7 @@ class Informer(Generic[V]):
             )
         self._entries = {}
         for item in listing.get("items") or []:
-            self._entries[object_key(item)] = Entry(self._raw(item), self.view(item), version_of(item))
+            self._entries[object_key(item)] = Entry(self._raw(item), self._view(item), version_of(item))
         self._version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
 
     def _merge(self, listing: Obj) -> None:
@@ -193,7 +202,11 @@ class Informer(Generic[V]):
         held = self._entries.get(key)
         if held is not None and held.version is not None and version is not None and version < held.version:
             return  # an event older than our own write: keep what we wrote
-        self._entries[key] = Entry(self._raw(obj), self.view(obj), version)
+        self._entries[key] = Entry(self._raw(obj), self._view(obj), version)
+
+    def _view(self, obj: Obj) -> V:
+        given = self._given.get(object_key(obj)) if self._given else None
+        return given if given is not None else self.view(obj)
 
     def _raw(self, obj: Obj) -> Obj | None:
         if not self.keep_raw:

@@ -7,6 +7,7 @@ import gc
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from operator import is_
 from typing import Any, TypeVar
 
 from upgrader.core.gpupods import GpuClaims, claim_index
@@ -144,9 +145,7 @@ def _take(
     pdb_items = api.list("/apis/policy/v1/poddisruptionbudgets").get("items", []) if budgets else []
     pdbs = cache.pdb_views(pdb_items) if cache else [v for p in pdb_items if (v := pdb_view(p)) is not None]
     control = read_control(api, settings)
-    driver_pods: dict[str, list[PodView]] = {}
-    for entry in pod_entries.values():
-        driver_pods.setdefault(entry.view.node, []).append(entry.view)
+    driver_pods = by_node(pod_entries, cache.driver_pods_by_node if cache is not None else None)
     node_pods: dict[str, list[PodView]] = {}
     is_driver = parse_label_selector(pods_selector or "")
     missing: dict[str, int | None] = {}  # driver pods the copy holds that a node's list lacked -> its version
@@ -177,6 +176,27 @@ def _take(
         fleet_pods=(lambda: read_fleet_pods(api, nodes, node_pods)) if room else None,
     )
     return snapshot, raw_nodes
+
+
+def by_node(
+    entries: dict[str, Entry[PodView]], kept: dict[str, list[PodView]] | None
+) -> dict[str, list[PodView]]:
+    """Driver pods per node. With `kept` (the cache's grouping of the last pass, updated here), a node
+    whose driver pods are the very views of the last pass keeps the very list: a new list per node
+    per pass would outlive the pass and, at 15,000 nodes, set the cyclic collector scanning the
+    whole heap every few passes. The lists are never changed in place (a pass replaces them)."""
+    grouped: dict[str, list[PodView]] = {}
+    for entry in entries.values():
+        grouped.setdefault(entry.view.node, []).append(entry.view)
+    if kept is None:
+        return grouped
+    for node, pods in grouped.items():
+        old = kept.get(node)
+        if old is not None and len(old) == len(pods) and all(map(is_, old, pods)):
+            grouped[node] = old
+    kept.clear()
+    kept.update(grouped)
+    return grouped
 
 
 def read_fleet_pods(
@@ -269,6 +289,7 @@ def _read(
     if entries is not None:
         return entries
     listing = api.list(path, label_selector=selector)
+    entries = {object_key(o): Entry(o, view(o), version_of(o)) for o in listing.get("items", [])}
     if informer is not None:
-        informer.absorb(listing)
-    return {object_key(o): Entry(o, view(o), version_of(o)) for o in listing.get("items", [])}
+        informer.absorb(listing, {key: e.view for key, e in entries.items()})
+    return entries

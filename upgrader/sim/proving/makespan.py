@@ -120,6 +120,7 @@ def run_until_done(
     max_seconds: float,
     on_pass: Callable[[int, PassReport], None] | None = None,
     skip_idle: bool = False,
+    sync: Callable[[], None] | None = None,
 ) -> int:
     """Pass, then advance the clock, until `nodes` nodes are upgrade-done; returns the passes run.
 
@@ -128,10 +129,13 @@ def run_until_done(
     skipped would have seen the same cluster and done nothing either, as long as no step's timeout
     ran out in between (then this run would halt, later): the rollout and its timings are the same
     as passing every `pass_seconds`, for fewer passes.
+    `sync`: run before each pass (the watch-fed copy catching up with the cluster).
     Raises RuntimeError when the rollout halts or `max_seconds` of virtual time pass first.
     """
     passes, elapsed = 0, 0.0
     while elapsed <= max_seconds:
+        if sync is not None:
+            sync()
         report = controller.reconcile()
         passes += 1
         if on_pass is not None:
