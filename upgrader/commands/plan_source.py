@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from upgrader.commands import plan_coverage
+from upgrader.commands.plan_items import item_problem, show
 from upgrader.controller.settings import Settings
 from upgrader.core.driver_selectors import DriverResource, driver_resource
 from upgrader.core.fleet import fleet
@@ -85,71 +86,6 @@ def _parse(path: Path, limit: int) -> Any:
         raise ConfigError(f"{what}: {TOO_DEEP}") from None
 
 
-def _show(value: Any) -> str:
-    """A value from the file as it can sit in a one-line message: its type and a short repr."""
-    text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
-
-
-def _all_strings(values: dict[Any, Any]) -> bool:
-    """Every key and value a string (as the API server writes labels): one C-level pass each, where
-    the item-by-item check below would cost a third of a second per 150,000 pods."""
-    try:
-        "".join(values)
-        "".join(values.values())
-    except TypeError:
-        return False
-    return True
-
-
-def _item_problem(item: Any) -> str | None:
-    """What makes one item of a kubectl List unreadable (as the API server would never send it)."""
-    if not isinstance(item, dict):
-        return f"is {type(item).__name__}, not an object"
-    kind = item.get("kind")
-    if kind is None:
-        return "has no kind"
-    if not isinstance(kind, str):
-        return f"has kind that is not a string ({_show(kind)})"
-    meta = item.get("metadata")
-    if not isinstance(meta, dict):
-        what = "no metadata" if meta is None else f"metadata that is not a map ({type(meta).__name__})"
-        return f"({printable(kind)}) has {what}"
-    if not isinstance(meta.get("name"), str) or not meta["name"]:
-        return f"({printable(kind)}) has no metadata.name"
-    problem = _field_problem(item, meta)
-    return None if problem is None else f"({printable(kind)} {printable(meta['name'])}) has {problem}"
-
-
-def _field_problem(item: dict[str, Any], meta: dict[str, Any]) -> str | None:
-    """`_item_problem` of a named item's fields, run on every item of the file: the common case
-    (every field as the API server writes it) costs a few lookups."""
-    namespace = meta.get("namespace")
-    if namespace is not None and not isinstance(namespace, str):
-        return f"metadata.namespace that is not a string ({_show(namespace)})"
-    version = item.get("apiVersion")
-    if version is not None and not isinstance(version, str):
-        return f"apiVersion that is not a string ({_show(version)})"
-    for part in ("spec", "status"):
-        value = item.get(part)
-        if value is not None and not isinstance(value, dict):
-            return f"{part} that is not a map ({type(value).__name__})"
-    for key, singular in (("labels", "label"), ("annotations", "annotation")):
-        values = meta.get(key)
-        if not values and (values is None or isinstance(values, dict)):
-            continue
-        if not isinstance(values, dict):
-            return f"metadata.{key} that is not a map"
-        if _all_strings(values):
-            continue
-        for k, v in values.items():
-            if not isinstance(k, str):
-                return f"{singular} key {k!r} that is not a string"
-            if not isinstance(v, str):
-                return f"{singular} {k!r} whose value is not a string ({_show(v)}); {key} hold strings"
-    return None
-
-
 def from_file(name: str, limit: int = FROM_FILE_MAX_MIB * MIB) -> PlanInput:
     """A kubectl List (`kubectl get nodes,pods,pdb,daemonsets,controllerrevisions,jobs,nvidiadrivers
     -A -o json`, plus `resourceclaims` where the cluster serves DRA: a pod's claim missing from the
@@ -167,7 +103,7 @@ def from_file(name: str, limit: int = FROM_FILE_MAX_MIB * MIB) -> PlanInput:
     out = PlanInput()
     for index, item in enumerate(data["items"]):
         try:
-            problem = _item_problem(item)
+            problem = item_problem(item)
         except RecursionError:  # the repr of a deep value it names
             problem = TOO_DEEP
         if problem is not None:
@@ -253,7 +189,7 @@ def _wrong(value: Any, shape: Any) -> list[Any] | None:
             return [f"that is {type(value).__name__}, expected a map"]
         if shape == _LABELS:
             bad = next((k for k, v in value.items() if not isinstance(k, str) or not isinstance(v, str)), None)
-            return None if bad is None else [f"entry {bad!r} that is not a string label ({_show(value[bad])})"]
+            return None if bad is None else [f"entry {bad!r} that is not a string label ({show(value[bad])})"]
         for key, inner in shape.items():
             if value.get(key) is not None and (found := _wrong(value[key], inner)) is not None:
                 return [*found, key]
@@ -267,7 +203,7 @@ def _wrong(value: Any, shape: Any) -> list[Any] | None:
         return None
     wanted = _TYPES[shape]
     if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
-        return [f"that is {_show(value)}, expected {'an' if shape == 'integer' else 'a'} {shape}"]
+        return [f"that is {show(value)}, expected {'an' if shape == 'integer' else 'a'} {shape}"]
     return None
 
 
