@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from controller_rss import BARE  # the same five lists, fetched and decoded once each
 from livefleet import Fleet, measure
 
 START = """
@@ -37,14 +38,6 @@ start_watches(controller, stop, wake)
 report = controller.reconcile()
 stop.set()
 sys.exit(0 if report.error is None and report.status else 1)
-"""
-BARE = """
-import json, sys, urllib.request
-paths = ["/api/v1/nodes", "/apis/apps/v1/namespaces/gpu-operator/daemonsets",
-         "/apis/apps/v1/namespaces/gpu-operator/controllerrevisions",
-         "/api/v1/namespaces/gpu-operator/pods?labelSelector=app%3Dnvidia-driver-daemonset",
-         "/apis/policy/v1/poddisruptionbudgets"]
-held = [json.loads(urllib.request.urlopen(sys.argv[1] + p).read()) for p in paths]
 """
 
 
