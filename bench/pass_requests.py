@@ -102,7 +102,8 @@ def main() -> None:
                 watched[r] = controllers[r].stop().get("watch_requests", 0)
             for r in runs:
                 logged = audit_count(work / f"audit-{r[0]}-{r[1]}.jsonl")
-                counted = sum(total(p["requests"]) for p in seen[r]) + watched[r]
+                started = controllers[r].info.get("start_requests", 0)  # the policy check's, under --watch
+                counted = sum(total(p["requests"]) for p in seen[r]) + watched[r] + started
                 if logged != counted:
                     raise SystemExit(f"{r}: emulator logged {logged} controller requests, stats {counted}")
         finally:
@@ -112,7 +113,7 @@ def main() -> None:
                 f.stop()
 
     print("request counts cross-checked: each emulator's audit log holds exactly the requests the controller "
-          "counted (passes, plus the cache's list and watch requests)")
+          "counted (the start's policy check, passes, and the cache's list and watch requests)")
     lost = {r: sum(p.get("unreachable", 0) for p in seen[r]) for r in runs}
     if any(lost.values()):
         print("sent again after the emulator had closed the kept-alive connection (not in the counts): "

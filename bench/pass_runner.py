@@ -6,11 +6,12 @@ Builds the controller exactly as `upgrader run` does (`runner.build_controller`:
 client from the kubeconfig, leader election on its Lease) and then, for every line `pass` on stdin,
 runs one reconcile pass and prints one JSON line: the pass's CPU time (`time.process_time` of this
 process), wall time, the requests it sent by verb (from `KubeApi.stats`, every attempt counted),
-the rollout phase, and this process's peak RSS so far (VmHWM). `--watch` also starts the watch-fed
-cache `upgrader run` keeps (nodes, driver pods), waits until it has listed, and then passes read
-from it; the informers send their requests through their own KubeApi, so they are not in a pass's
-count. `sync RV` waits until the node cache has reached resourceVersion RV. When stdin closes it
-prints the informers' request count as its last line.
+the rollout phase, and this process's peak RSS so far (VmHWM). `--watch` starts as `upgrader run`
+does: the policy check (its lists seed the watch-fed copy of nodes, driver pods and budgets; its
+requests are the ready line's `start_requests`), then the copy's watches, and passes read from it;
+the informers send their requests through their own KubeApi, so they are not in a pass's count.
+`sync RV` waits until the node cache has reached resourceVersion RV. When stdin closes it prints the
+informers' request count as its last line.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from upgrader.controller.runner import build_controller, start_watches
+from upgrader.controller.runner import build_controller, check_policy_against_cluster, make_cache, start_watches
 from upgrader.controller.settings import Settings, load_policy
 from upgrader.kube.cache import ClusterCache
 from upgrader.kube.client import api_client
@@ -46,10 +47,14 @@ def main() -> None:
     args = parser.parse_args()
     settings = Settings(identity="bench-controller")
     controller = build_controller(api_client(args.kubeconfig), load_policy(args.policy), settings)
-    stop = threading.Event()
-    cache = start_watches(controller, stop, threading.Event()) if args.watch else None
-    if cache is not None:
-        wait_until(lambda: cache.nodes.synced and cache.driver_pods.synced)
+    stop, wake = threading.Event(), threading.Event()
+    cache = None
+    if args.watch:  # as `upgrader run` starts: the policy check's lists seed the copy, then the watches
+        make_cache(controller, wake)
+        check_policy_against_cluster(controller, args.policy)
+        cache = start_watches(controller, stop, wake)
+        wait_until(lambda: cache.nodes.synced and cache.driver_pods.synced and cache.pdbs.synced)
+    start_requests = sum(n for (_, outcome), n in controller.api.stats.counts.items() if outcome != "unreachable")
 
     def watch_requests() -> int:  # the informers' (they have their own KubeApi)
         if cache is None:
@@ -57,7 +62,8 @@ def main() -> None:
         return sum(n for (_, outcome), n in cache.nodes.api.stats.counts.items() if outcome != "unreachable")
 
     stats = controller.api.stats.counts
-    print(json.dumps({"ready": True, "rss_mib": round(peak_rss_mib(), 1)}), flush=True)
+    ready = {"ready": True, "rss_mib": round(peak_rss_mib(), 1), "start_requests": start_requests}
+    print(json.dumps(ready), flush=True)
     for line in sys.stdin:
         command = line.split()
         if command[:1] == ["sync"] and cache is not None:

@@ -20,6 +20,7 @@ from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 
 Obj = dict[str, Any]
+BUDGETS = "/apis/policy/v1/poddisruptionbudgets"
 
 
 @pytest.fixture
@@ -80,9 +81,7 @@ def test_our_write_is_seen_at_once_and_an_older_event_does_not_undo_it(cluster: 
 
 
 def test_observe_adds_nothing_it_does_not_hold(cluster: EmulatedCluster) -> None:
-    informer = Informer(
-        api_for(cluster), "/api/v1/namespaces/gpu-operator/pods", node_view, label_selector="app=none"
-    )
+    informer = Informer(api_for(cluster), "/api/v1/namespaces/gpu-operator/pods", node_view, label_selector="app=none")
     informer.step()
     assert informer.entries() == {}
     pod = cluster.store.objects(cluster.type("pods"), "gpu-operator")[0]
@@ -168,17 +167,19 @@ def test_a_bookmark_moves_the_version_without_waking_the_loop(cluster: EmulatedC
     assert informer.version == "999999"
 
 
-def test_a_snapshot_from_the_cache_equals_one_from_lists_with_two_lists_fewer(cluster: EmulatedCluster) -> None:
+def test_a_snapshot_from_the_cache_equals_one_from_lists_with_three_lists_fewer(cluster: EmulatedCluster) -> None:
     settings = Settings(identity="informer-test")
     relabel(cluster, "gpu-a-01", "pod-deletion-required")
     listed, _ = take(api_for(cluster), settings)
     cache = ClusterCache(api_for(cluster), settings, lambda: None)
     cache.nodes.step()
     cache.driver_pods.step()
+    cache.pdbs.step()
     before = len(cluster.requests)
     cached, raw = take(api_for(cluster), settings, cache)
     paths = [r.path for r in cluster.requests[before:] if r.verb == "list"]
-    assert "/api/v1/nodes" not in paths and "/api/v1/namespaces/gpu-operator/pods" not in paths
+    assert not {"/api/v1/nodes", "/api/v1/namespaces/gpu-operator/pods", BUDGETS} & set(paths)
+    assert cached.pdbs and sorted(cached.pdbs, key=str) == sorted(listed.pdbs, key=str)
     assert "/api/v1/pods" in paths, "the node in progress still gets its pods listed"
     assert cached.nodes == listed.nodes
     assert {n: sorted(p.uid for p in ps) for n, ps in cached.driver_pods.items()} == {
@@ -187,23 +188,32 @@ def test_a_snapshot_from_the_cache_equals_one_from_lists_with_two_lists_fewer(cl
     assert set(raw) == set(cached.nodes)
 
 
-def test_pdb_views_are_rebuilt_only_for_budgets_that_changed(cluster: EmulatedCluster) -> None:
-    cache = ClusterCache(api_for(cluster), Settings(identity="informer-test"), lambda: None)
-    api = api_for(cluster)
-    path = "/apis/policy/v1/poddisruptionbudgets"
-    first = {(v.namespace, v.name): v for v in cache.pdb_views(api.list(path)["items"])}
+def test_a_budgets_new_status_reaches_the_next_pass_by_the_watch_and_only_its_view_is_built(
+    cluster: EmulatedCluster,
+) -> None:
+    settings = Settings(identity="informer-test")
+    cache = ClusterCache(api_for(cluster), settings, lambda: None)
+    for informer in (cache.nodes, cache.driver_pods, cache.pdbs):
+        informer.step()
+    first = {v.key: v for v in take(api_for(cluster), settings, cache)[0].pdbs}
     pdb = cluster.store.objects(cluster.type("poddisruptionbudgets", "policy"))[0]
-    key = (pdb["metadata"]["namespace"], pdb["metadata"]["name"])
-    cluster.store.mutate(
+    key = f"{pdb['metadata']['namespace']}/{pdb['metadata']['name']}"
+    assert first[key].disruptions_allowed > 0
+    cluster.store.mutate(  # every pod it covers must stay: the emulator's disruption controller says 0
         cluster.type("poddisruptionbudgets", "policy"),
-        key[0],
-        key[1],
-        lambda p: p["metadata"].setdefault("labels", {}).__setitem__("touched", "yes"),  # a new resourceVersion
+        pdb["metadata"]["namespace"],
+        pdb["metadata"]["name"],
+        lambda p: p["spec"].update({"maxUnavailable": 0}),
     )
-    again = {(v.namespace, v.name): v for v in cache.pdb_views(api.list(path)["items"])}
+    stale = {v.key: v for v in take(api_for(cluster), settings, cache)[0].pdbs}
+    assert stale[key] is first[key], "not seen before the watch brings it"
+    cache.pdbs.step()
+    before = len(cluster.requests)
+    again = {v.key: v for v in take(api_for(cluster), settings, cache)[0].pdbs}
+    assert BUDGETS not in [r.path for r in cluster.requests[before:]]
+    assert again[key].disruptions_allowed == 0
     assert set(again) == set(first)
-    assert again[key] is not first[key], "a changed budget is read anew"
-    assert all(again[k] is first[k] for k in first if k != key), "the others are reused"
+    assert all(again[k] is first[k] for k in first if k != key), "the others are the views built before"
 
 
 class EmptyStreams:

@@ -141,7 +141,9 @@ class Controller:
         started = time.perf_counter()
         elector = self.elector
         if elector is not None and elector.acquire_or_renew() and elector.reacquired:
-            self.fresh_reads = True  # another replica may have led meanwhile: the watches may lag it
+            # Another replica may have led meanwhile and the watches may lag it; unless the Lease was
+            # free from before the copy's lists until we took it (LeaderElector.peek).
+            self.fresh_reads = not elector.took_free
         if elector is not None and not elector.holds():
             # Not the leader; or still holding the lease, but the renewal failed or its answer came
             # too late to act on.

@@ -68,8 +68,11 @@ def check_policy_against_cluster(controller: Controller, policy_path: str | None
     that find it no longer does (the canary zone's nodes removed) say so in the log, see `warn_when_unfit`.
     """
     # With the watch-fed copy made and not started yet, these lists seed it (kube/informer.py): the
-    # watches start from them instead of listing the fleet again. The check needs no budgets.
-    snapshot, _ = take(controller.api, controller.settings, controller.cache, fresh=True, budgets=False)
+    # watches start from them instead of listing the fleet again, and the first pass reads the copy
+    # when the Lease stayed free from the peek until it took it (no replica wrote in between).
+    if controller.elector is not None:
+        controller.elector.peek()  # before the lists: whether the first pass may read their copy
+    snapshot, _ = take(controller.api, controller.settings, controller.cache, fresh=True)
     problem = fleet_problem(controller.policy, fleet(snapshot).managed)
     if problem is not None:
         raise ConfigError(refusal(problem, policy_path))
@@ -113,8 +116,9 @@ def warn_when_unfit(controller: Controller) -> None:
         if problem == said[0]:
             return
         if problem is not None:
-            log.warning("the policy no longer fits the cluster: %s; the rollout goes on over the domains there are",
-                        problem)
+            log.warning(
+                "the policy no longer fits the cluster: %s; the rollout goes on over the domains there are", problem
+            )
         else:
             log.info("the policy fits the cluster again: every failure domain it names has managed GPU nodes")
         said[0] = problem
@@ -164,7 +168,7 @@ def make_cache(controller: Controller, wake: threading.Event) -> ClusterCache:
 
     api.on_request = count
     cache = ClusterCache(api, controller.settings, wake.set)
-    for informer in (cache.nodes, cache.driver_pods):
+    for informer in (cache.nodes, cache.driver_pods, cache.pdbs):
         informer.seed_from_first_list()
     controller.cache = cache
     return cache

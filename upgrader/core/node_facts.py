@@ -41,6 +41,7 @@ T = TypeVar("T")
 class NodeFacts:
     node: NodeView  # the view they were derived from
     pods: tuple[PodView, ...]  # and its driver pods
+    listed: Sequence[PodView]  # the very sequence they came in (the next pass may hand it again)
     selecting: tuple[str, ...]  # the driver DaemonSets whose node selector matches it
     reason: str | None  # upgrade_reason
     known: bool  # driver_known
@@ -113,7 +114,7 @@ def _refresh(snapshot: Snapshot, carry: FactsCarry | None) -> dict[str, NodeFact
     empty: list[PodView] = []
     for name, node in snapshot.nodes.items():
         kept = previous.get(name)
-        if kept is None or kept.node is not node or not _same(kept.pods, snapshot.driver_pods.get(name, empty)):
+        if kept is None or kept.node is not node or not _same(kept, snapshot.driver_pods.get(name, empty)):
             kept, changed = derive(snapshot, node), True
         out[name] = kept
     if changed:
@@ -122,15 +123,18 @@ def _refresh(snapshot: Snapshot, carry: FactsCarry | None) -> dict[str, NodeFact
     return out
 
 
-def _same(kept: tuple[PodView, ...], pods: Sequence[PodView]) -> bool:
-    return len(kept) == len(pods) and all(map(is_, kept, pods))
+def _same(kept: NodeFacts, pods: Sequence[PodView]) -> bool:
+    """The same driver pods: the very list (the watch-fed copy's grouping keeps a node's list while
+    its pods stand still, kube/pod_groups.py; lists are never changed in place) or the same views."""
+    return kept.listed is pods or (len(kept.pods) == len(pods) and all(map(is_, kept.pods, pods)))
 
 
 def derive(snapshot: Snapshot, node: NodeView) -> NodeFacts:
-    pods = tuple(snapshot.driver_pods.get(node.name, ()))
+    listed = snapshot.driver_pods.get(node.name, ())
     return NodeFacts(
         node=node,
-        pods=pods,
+        pods=tuple(listed),
+        listed=listed,
         selecting=tuple(d.name for d in snapshot.driver_sets if d.selects(node)),
         reason=upgrade_reason(snapshot, node),
         known=driver_known(snapshot, node),

@@ -1,4 +1,5 @@
-"""The controller's watch-fed copy of the cluster: nodes and driver pods (see informer.py)."""
+"""The controller's watch-fed copy of the cluster: nodes, driver pods and PodDisruptionBudgets (see
+informer.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,18 @@ from upgrader.core.views import NodeView, PdbView, PodView, node_view, pdb_view,
 from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import KubeApi
 from upgrader.kube.informer import Informer, Obj, start
+from upgrader.kube.pod_groups import PodsByNode
+
+BUDGETS_PATH = "/apis/policy/v1/poddisruptionbudgets"
 
 
 def watch_paths(settings: Addresses) -> list[tuple[str, str | None]]:
-    """What the controller follows: every node, and the driver pods (collection path, label selector)."""
+    """What the controller follows: every node, the driver pods and every PodDisruptionBudget
+    (collection path, label selector)."""
     return [
         ("/api/v1/nodes", None),
         (f"/api/v1/namespaces/{settings.driver_namespace}/pods", settings.driver_pod_selector),
+        (BUDGETS_PATH, None),
     ]
 
 
@@ -30,16 +36,18 @@ def node_metadata(node: Obj) -> Obj:
 
 class ClusterCache:
     def __init__(self, api: KubeApi, settings: Addresses, on_change: Callable[[], None]) -> None:
-        (nodes_path, _), (pods_path, pods_selector) = watch_paths(settings)
+        (nodes_path, _), (pods_path, pods_selector), (budgets_path, _) = watch_paths(settings)
         # Node patches are built against the node's metadata (kube/apply.py), all that is held of
         # it besides its view; for driver pods a pass needs only views.
         self.nodes: Informer[NodeView] = Informer(api, nodes_path, node_view, on_change=on_change, slim=node_metadata)
         self.driver_pods: Informer[PodView] = Informer(
             api, pods_path, pod_view, label_selector=pods_selector, on_change=on_change, keep_raw=False
         )
-        self._pdbs: dict[str, PdbView | None] = {}  # "uid/resourceVersion" -> view (strings: no GC tracking)
-        # The last pass's driver pods per node (kube/snapshot.by_node): unchanged nodes keep their list.
-        self.driver_pods_by_node: dict[str, list[PodView]] = {}
+        # A budget's status moves with every disruption; the watch brings each move as it brings a
+        # node's (docs/operations.md#how-a-pass-reads-the-cluster). None: not a budget we can read.
+        self.pdbs: Informer[PdbView | None] = Informer(api, budgets_path, pdb_view, on_change=on_change, keep_raw=False)
+        # The driver pods per node, updated from the pods that changed (kube/pod_groups.py).
+        self.driver_pods_by_node = PodsByNode()
         self._suspects: dict[str, int] = {}  # driver pod held in the copy -> a list's version that lacked it
 
     def contradicted(self, missing: dict[str, int | None]) -> list[str]:
@@ -64,21 +72,8 @@ class ClusterCache:
         self._suspects = {} if found else kept
         return sorted(found)
 
-    def pdb_views(self, items: list[Obj]) -> list[PdbView]:
-        """Views of the PDBs a pass LISTed, reusing last pass's view of any PDB whose
-        resourceVersion has not moved (a PDB's status changes with every disruption, so the list
-        itself is read fresh every pass; only the decoding into views is saved)."""
-        views: dict[str, PdbView | None] = {}
-        for item in items:
-            meta = item.get("metadata") or {}
-            version = str(meta.get("resourceVersion", ""))
-            key = f"{meta.get('uid', '')}/{version}"
-            views[key] = self._pdbs[key] if key in self._pdbs and version else pdb_view(item)
-        self._pdbs = views
-        return [v for v in views.values() if v is not None]
-
     def start(self, stop: threading.Event) -> list[threading.Thread]:
-        return start([self.nodes, self.driver_pods], stop)
+        return start([self.nodes, self.driver_pods, self.pdbs], stop)
 
     def observe(self, obj: Obj) -> None:
         """An object one of our writes got back: a node, or a driver pod we deleted."""

@@ -93,6 +93,7 @@ class Informer(Generic[V]):
         self._started = False  # `run` began: from then on only its own LIST and WATCH fill the copy
         self._seeding = False  # see seed_from_first_list
         self._given: Mapping[str, V] = {}  # views a pass built of the list it hands over (absorb)
+        self._changed: set[str] | None = None  # keys changed since the last `read`; None: all may have
 
     # ----- what a pass reads ------------------------------------------------------------------------
 
@@ -109,6 +110,15 @@ class Informer(Generic[V]):
         """A copy of the held objects, or None while not synced (the pass must LIST)."""
         with self._lock:
             return dict(self._entries) if self._synced else None
+
+    def read(self) -> tuple[dict[str, Entry[V]], set[str] | None] | None:
+        """`entries()`, and the keys added, changed or deleted since the last `read` (None: the copy
+        was replaced whole since, or this is the first read), for work kept from pass to pass."""
+        with self._lock:
+            if not self._synced:
+                return None
+            changed, self._changed = self._changed, set()
+            return dict(self._entries), changed
 
     # ----- what the controller tells it -------------------------------------------------------------
 
@@ -182,6 +192,7 @@ class Informer(Generic[V]):
                 listed_at,
             )
         self._entries = {}
+        self._changed = None
         for item in listing.get("items") or []:
             self._entries[object_key(item)] = Entry(self._raw(item), self._view(item), version_of(item))
         self._version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
@@ -195,7 +206,7 @@ class Informer(Generic[V]):
         for key in [k for k in self._entries if k not in seen]:
             held = self._entries[key].version
             if listed_at is None or held is None or held <= listed_at:
-                del self._entries[key]
+                self._drop(key)
 
     def _put(self, obj: Obj) -> None:
         key, version = object_key(obj), version_of(obj)
@@ -203,6 +214,12 @@ class Informer(Generic[V]):
         if held is not None and held.version is not None and version is not None and version < held.version:
             return  # an event older than our own write: keep what we wrote
         self._entries[key] = Entry(self._raw(obj), self._view(obj), version)
+        if self._changed is not None:
+            self._changed.add(key)
+
+    def _drop(self, key: str) -> None:
+        if self._entries.pop(key, None) is not None and self._changed is not None:
+            self._changed.add(key)
 
     def _view(self, obj: Obj) -> V:
         given = self._given.get(object_key(obj)) if self._given else None
@@ -284,7 +301,7 @@ class Informer(Generic[V]):
             if kind in ("ADDED", "MODIFIED"):
                 self._put(obj)
             elif kind == "DELETED":
-                self._entries.pop(object_key(obj), None)
+                self._drop(object_key(obj))
             if version:
                 self._version = version
         if kind != "BOOKMARK":

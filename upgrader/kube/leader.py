@@ -59,6 +59,10 @@ class LeaderElector:
         # Another holder's Lease as we last saw it, and when (our clock) we saw it change.
         self._observed: tuple[Any, ...] | None = None
         self.observed_at: float | None = None
+        # What `peek` saw: "" no Lease, a resourceVersion a released one; None held, or not peeked.
+        self._free_at_peek: str | None = None
+        # The last acquisition took a Lease nobody held since `peek` (see there).
+        self.took_free = False
 
     @property
     def path(self) -> str:
@@ -102,9 +106,21 @@ class LeaderElector:
         failed = f"renewing failed ({self.last_error}); " if self.last_error else ""
         if age is None:
             return f"{failed}no acknowledged renewal"
-        return (
-            f"{failed}last acknowledged renewal {age:.1f} s ago, older than {self.act_window:.1f} s (API latency?)"
-        )
+        return f"{failed}last acknowledged renewal {age:.1f} s ago, older than {self.act_window:.1f} s (API latency?)"
+
+    def peek(self) -> None:
+        """Read the Lease before the start's lists (one GET, no write). If it is free then (absent,
+        or released by a clean shutdown) and still the same Lease when we take it, no replica led
+        between this read and ours: whatever the last holder wrote came before it, so lists read
+        after it hold it all, and the first pass may read the watch-fed copy they seeded
+        (`took_free`) instead of listing the fleet again."""
+        lease = self.api.get(self.path)
+        if lease is None:
+            self._free_at_peek = ""
+            return
+        free = (lease.get("spec") or {}).get("holderIdentity") in (None, "")
+        version = str((lease.get("metadata") or {}).get("resourceVersion") or "")
+        self._free_at_peek = version if free and version else None
 
     def acquire_or_renew(self) -> bool:
         """Renew (one request while we hold it) or acquire; True when the API server acknowledged."""
@@ -134,18 +150,20 @@ class LeaderElector:
     def _acquire(self) -> bool:
         lease = self.api.get(self.path)
         now = self.clock()  # after the read: a change we see counts from no earlier than its reading
+        peeked, self._free_at_peek = self._free_at_peek, None  # only the first acquisition after a peek
         if lease is None:
             sent = self.clock()
             self._acknowledged(self.api.create(self.path.rsplit("/", 1)[0], self._body(None, sent)), sent)
-            self.reacquired = True
+            self.reacquired, self.took_free = True, peeked == ""
             return True
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity")
         if holder not in (None, "", self.identity) and not self.expired(spec, now):
             self._lost()
             return False
-        self._write(lease)
-        self.reacquired = True
+        self._write(lease)  # a compare-and-swap: it lands only on the very Lease read above
+        version = str((lease.get("metadata") or {}).get("resourceVersion") or "")
+        self.reacquired, self.took_free = True, bool(peeked) and peeked == version
         return True
 
     def expired(self, spec: Obj, now: float) -> bool:

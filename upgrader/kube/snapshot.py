@@ -7,7 +7,6 @@ import gc
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from operator import is_
 from typing import Any, TypeVar
 
 from upgrader.core.gpupods import GpuClaims, claim_index
@@ -30,6 +29,7 @@ from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache, watch_paths
 from upgrader.kube.informer import Entry, Informer, object_key, version_of
+from upgrader.kube.pod_groups import PodsByNode
 
 Obj = dict[str, Any]
 V = TypeVar("V")
@@ -113,39 +113,41 @@ def take(
     cache: ClusterCache | None = None,
     fresh: bool = False,
     room: bool = False,
-    budgets: bool = True,
 ) -> tuple[Snapshot, dict[str, Obj]]:
     """The snapshot, and the raw node objects (the adapter builds guarded patches from them).
 
-    With a synced `cache`, nodes and driver pods come from it instead of a LIST; `fresh` LISTs them
+    With a synced `cache`, nodes, driver pods and budgets come from it instead of a LIST; `fresh` LISTs them
     anyway (and hands the lists to the cache), as the first pass after winning the lease does.
-    `budgets` False leaves the PodDisruptionBudgets unread (the start's policy check needs none).
     `room` (gpuCapacity.onInsufficient: wait): the snapshot can read every node's pods too, in one LIST,
     when the pass first judges a start against the room its evicted GPU pods would find
     (`Snapshot.fleet_pods`): a pass that starts nothing (paused, halted, outside a window, no free
     slot) never reads them.
     """
     with collector_paused():
-        return _take(api, settings, cache, fresh, room, budgets)
+        return _take(api, settings, cache, fresh, room)
 
 
 def _take(
-    api: KubeApi, settings: Addresses, cache: ClusterCache | None, fresh: bool, room: bool = False, budgets: bool = True
+    api: KubeApi, settings: Addresses, cache: ClusterCache | None, fresh: bool, room: bool = False
 ) -> tuple[Snapshot, dict[str, Obj]]:
     ns = settings.driver_namespace
-    (nodes_path, _), (pods_path, pods_selector) = watch_paths(settings)
-    node_entries = _read(api, nodes_path, None, node_view, cache.nodes if cache else None, fresh)
+    (nodes_path, _), (pods_path, pods_selector), (budgets_path, _) = watch_paths(settings)
+    node_entries, _ = _read(api, nodes_path, None, node_view, cache.nodes if cache else None, fresh)
     raw_nodes = {name: e.raw for name, e in node_entries.items() if e.raw is not None}
     nodes = {name: e.view for name, e in node_entries.items()}
     daemonsets = api.list(
         f"/apis/apps/v1/namespaces/{ns}/daemonsets", label_selector=settings.driver_daemonset_selector
     ).get("items", [])
     revisions = api.list(f"/apis/apps/v1/namespaces/{ns}/controllerrevisions").get("items", []) if daemonsets else []
-    pod_entries = _read(api, pods_path, pods_selector, pod_view, cache.driver_pods if cache else None, fresh)
-    pdb_items = api.list("/apis/policy/v1/poddisruptionbudgets").get("items", []) if budgets else []
-    pdbs = cache.pdb_views(pdb_items) if cache else [v for p in pdb_items if (v := pdb_view(p)) is not None]
+    pod_entries, changed = _read(api, pods_path, pods_selector, pod_view, cache.driver_pods if cache else None, fresh)
+    budget_entries, _ = _read(api, budgets_path, None, pdb_view, cache.pdbs if cache else None, fresh)
+    pdbs = [e.view for e in budget_entries.values() if e.view is not None]
     control = read_control(api, settings)
-    driver_pods = by_node(pod_entries, cache.driver_pods_by_node if cache is not None else None)
+    driver_pods = (
+        cache.driver_pods_by_node.group(pod_entries, changed, changed is not _LISTED)
+        if cache is not None
+        else PodsByNode().group(pod_entries, None, False)
+    )
     node_pods: dict[str, list[PodView]] = {}
     is_driver = parse_label_selector(pods_selector or "")
     missing: dict[str, int | None] = {}  # driver pods the copy holds that a node's list lacked -> its version
@@ -176,27 +178,6 @@ def _take(
         fleet_pods=(lambda: read_fleet_pods(api, nodes, node_pods)) if room else None,
     )
     return snapshot, raw_nodes
-
-
-def by_node(
-    entries: dict[str, Entry[PodView]], kept: dict[str, list[PodView]] | None
-) -> dict[str, list[PodView]]:
-    """Driver pods per node. With `kept` (the cache's grouping of the last pass, updated here), a node
-    whose driver pods are the very views of the last pass keeps the very list: a new list per node
-    per pass would outlive the pass and, at 15,000 nodes, set the cyclic collector scanning the
-    whole heap every few passes. The lists are never changed in place (a pass replaces them)."""
-    grouped: dict[str, list[PodView]] = {}
-    for entry in entries.values():
-        grouped.setdefault(entry.view.node, []).append(entry.view)
-    if kept is None:
-        return grouped
-    for node, pods in grouped.items():
-        old = kept.get(node)
-        if old is not None and len(old) == len(pods) and all(map(is_, old, pods)):
-            grouped[node] = old
-    kept.clear()
-    kept.update(grouped)
-    return grouped
 
 
 def read_fleet_pods(
@@ -275,6 +256,9 @@ def read_gpu_claims(api: KubeApi, pods: list[PodView]) -> GpuClaims:
         raise
 
 
+_LISTED: set[str] = set()  # _read's "changed" for a collection it LISTed: not the copy's
+
+
 def _read(
     api: KubeApi,
     path: str,
@@ -282,14 +266,15 @@ def _read(
     view: Callable[[Obj], V],
     informer: Informer[V] | None,
     fresh: bool,
-) -> dict[str, Entry[V]]:
+) -> tuple[dict[str, Entry[V]], set[str] | None]:
     """A collection keyed as the cache keys it: the cache's copy while it is synced (and `fresh` is
-    not asked for), else a LIST, which the cache is handed too."""
-    entries = informer.entries() if informer is not None and not fresh else None
-    if entries is not None:
-        return entries
+    not asked for), with the keys changed since it was last read (`Informer.read`), else a LIST,
+    which the cache is handed too (and `_LISTED` for what changed)."""
+    held = informer.read() if informer is not None and not fresh else None
+    if held is not None:
+        return held
     listing = api.list(path, label_selector=selector)
     entries = {object_key(o): Entry(o, view(o), version_of(o)) for o in listing.get("items", [])}
     if informer is not None:
         informer.absorb(listing, {key: e.view for key, e in entries.items()})
-    return entries
+    return entries, _LISTED
