@@ -6,7 +6,9 @@ client LISTing the same collections once, each in a fresh process, alternating.
 The emulator process serves the generated fleet (bench/fleet_server.py: the rollout paused, so the
 first pass starts nothing). The start runs what `run_until_signalled` runs before its loop: the
 controller as `upgrader run` builds it, the watch-fed copy made, the policy check (whose lists seed
-the copy), the watches started, then one pass (leader election on). The bare client fetches and
+the copy), the watches started, then one pass (leader election on), and the Lease released as a
+stopped `upgrader run` releases it, so each round starts as a cold start does: with the Lease free,
+the first pass reads the copy the check's lists seeded. The bare client fetches and
 decodes the nodes, driver pods, driver DaemonSets, their ControllerRevisions and the PDBs, once each.
 Prints the medians of both, whole processes (interpreter start and imports included), and the ratio.
 """
@@ -37,6 +39,7 @@ check_policy_against_cluster(controller)
 start_watches(controller, stop, wake)
 report = controller.reconcile()
 stop.set()
+controller.elector.release()  # as `upgrader run` does when stopped: the next round finds the Lease free
 sys.exit(0 if report.error is None and report.status else 1)
 """
 

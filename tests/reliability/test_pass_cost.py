@@ -45,8 +45,8 @@ class Fleet:
     def run_pass(self) -> list[RequestRecord]:
         cache = self.controller.cache
         if cache is not None:
-            cache.nodes.step()
-            cache.driver_pods.step()
+            for informer in (cache.nodes, cache.driver_pods, cache.pdbs):
+                informer.step()
         before = len(self.cluster.requests)
         report = self.controller.reconcile()
         assert report.error is None and report.status["phase"] == "Paused"
@@ -82,11 +82,12 @@ def test_an_idle_pass_sends_the_same_requests_at_every_size(fleets: dict[int, Fl
     assert shapes[30][0] == shapes[30][1] == shapes[30][2] == shapes[300][0] == shapes[300][2]
     first = passes[30][0]
     assert reads(first) == len(first) <= 8
-    # 5 LISTs (nodes, driver DaemonSets, revisions, driver pods, PDBs); from the cache, 3
+    # 5 LISTs (nodes, driver DaemonSets, revisions, driver pods, PDBs); from the cache, 2
     cached = fleets[30].controller.cache is not None
-    assert verbs(first)["list"] == (3 if cached else 5)
+    assert verbs(first)["list"] == (2 if cached else 5)
     listed = {r.path for r in first if r.verb == "list"}
     assert ("/api/v1/nodes" in listed) is not cached
+    assert ("/apis/policy/v1/poddisruptionbudgets" in listed) is not cached
 
 
 @pytest.mark.parametrize("nodes", SIZES)

@@ -73,6 +73,7 @@ def check_policy_against_cluster(controller: Controller, policy_path: str | None
     if controller.elector is not None:
         controller.elector.peek()  # before the lists: whether the first pass may read their copy
     snapshot, _ = take(controller.api, controller.settings, controller.cache, fresh=True)
+    snapshot.carry = controller.carry  # the nodes' facts worked out here serve the first pass too
     problem = fleet_problem(controller.policy, fleet(snapshot).managed)
     if problem is not None:
         raise ConfigError(refusal(problem, policy_path))

@@ -27,7 +27,7 @@ from upgrader.core.views import (
 )
 from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import ApiError, KubeApi
-from upgrader.kube.cache import ClusterCache, watch_paths
+from upgrader.kube.cache import ClusterCache, node_metadata, watch_paths
 from upgrader.kube.informer import Entry, Informer, object_key, version_of
 from upgrader.kube.pod_groups import PodsByNode
 
@@ -132,7 +132,7 @@ def _take(
 ) -> tuple[Snapshot, dict[str, Obj]]:
     ns = settings.driver_namespace
     (nodes_path, _), (pods_path, pods_selector), (budgets_path, _) = watch_paths(settings)
-    node_entries, _ = _read(api, nodes_path, None, node_view, cache.nodes if cache else None, fresh)
+    node_entries, _ = _read(api, nodes_path, None, node_view, cache.nodes if cache else None, fresh, node_metadata)
     raw_nodes = {name: e.raw for name, e in node_entries.items() if e.raw is not None}
     nodes = {name: e.view for name, e in node_entries.items()}
     daemonsets = api.list(
@@ -266,15 +266,18 @@ def _read(
     view: Callable[[Obj], V],
     informer: Informer[V] | None,
     fresh: bool,
+    keep: Callable[[Obj], Obj | None] = lambda obj: None,
 ) -> tuple[dict[str, Entry[V]], set[str] | None]:
     """A collection keyed as the cache keys it: the cache's copy while it is synced (and `fresh` is
     not asked for), with the keys changed since it was last read (`Informer.read`), else a LIST,
-    which the cache is handed too (and `_LISTED` for what changed)."""
+    which the cache is handed too (and `_LISTED` for what changed). Of a listed object only what
+    `keep` returns is held (a pass needs a node's metadata to patch it, nothing of a pod's or a
+    budget's JSON): the rest of the list is freed before the next collection is decoded."""
     held = informer.read() if informer is not None and not fresh else None
     if held is not None:
         return held
     listing = api.list(path, label_selector=selector)
-    entries = {object_key(o): Entry(o, view(o), version_of(o)) for o in listing.get("items", [])}
+    entries = {object_key(o): Entry(keep(o), view(o), version_of(o)) for o in listing.get("items", [])}
     if informer is not None:
         informer.absorb(listing, {key: e.view for key, e in entries.items()})
     return entries, _LISTED
