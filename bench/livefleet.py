@@ -81,6 +81,17 @@ class Fleet:
                 version = int(json.loads(answer.read())["metadata"]["resourceVersion"])
         return version
 
+    def resume(self) -> int:
+        """Take the pause out of the rollout's status ConfigMap (fleet_server.py's fleets are
+        paused there), as `upgrader resume` would; the ConfigMap's new resourceVersion."""
+        body = json.dumps({"data": {"paused": None}}).encode()
+        request = urllib.request.Request(
+            f"{self.url}/api/v1/namespaces/gpu-operator/configmaps/gpu-driver-upgrade-status", body, method="PATCH",
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        with urllib.request.urlopen(request) as answer:
+            return int(json.loads(answer.read())["metadata"]["resourceVersion"])
+
     def stop(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()

@@ -16,7 +16,17 @@ from upgrader.core.actions import (
     WriteStatus,
 )
 from upgrader.core.policy import Policy
-from upgrader.core.states import FAILED_AT, FAILED_DRIVER_POD, FAILED_REASON, FAILED_STATE, IN_PROGRESS, RESTART_ONLY
+from upgrader.core.states import (
+    FAILED_AT,
+    FAILED_DRIVER_POD,
+    FAILED_REASON,
+    FAILED_STATE,
+    IN_PROGRESS,
+    RESTART_ONLY,
+    SINCE_STATE,
+    STATE_SINCE,
+)
+from upgrader.core.timefmt import parse_or_none
 from upgrader.core.views import HASH_LABEL
 
 from .invariants import CORDONED, SKIPPED_EDGES, S, domain_sequence, edges, halt_causes, settled
@@ -108,12 +118,20 @@ class Audit:
             if (p.owner_kind is None and not deletion.force) or (p.empty_dir and not deletion.delete_empty_dir)
         ]
         timeout = deletion.timeout_seconds
-        timed_out = timeout > 0 and world.now - node.label_since >= timeout
+        started = node.label_since
+        clock = parse_or_none(node.annotations.get(STATE_SINCE))
+        names_it = node.annotations.get(SINCE_STATE) == S.POD_DELETION_REQUIRED.value
+        if node.hand_edited and clock is not None and names_it:
+            # Set by hand away and back to the state its clock names (A-B-A): the label, the clock and
+            # what it names are what they were, so nothing a pass reads tells it from a node that never
+            # left the state; its wait counts from that clock.
+            started = min(started, int(clock))
+        timed_out = timeout > 0 and world.now - started >= timeout
         # Before its timeout the deletion gives up only once every GPU pod left is one it may not delete.
         if not timed_out and (not forbidden or sorted(forbidden) != sorted(left)):
             self._bad(
                 world,
-                f"{node.name} fell back to a drain {world.now - node.label_since}s into pod deletion "
+                f"{node.name} fell back to a drain {world.now - started}s into pod deletion "
                 f"with {left} left, of which it may not delete {forbidden}",
             )
 

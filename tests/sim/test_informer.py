@@ -11,10 +11,11 @@ import pytest
 
 from upgrader.controller.settings import Settings
 from upgrader.core.states import STATE_LABEL
-from upgrader.core.views import NodeView, node_view
+from upgrader.core.views import NodeView, node_view, pod_view
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache
 from upgrader.kube.informer import Informer
+from upgrader.kube.room_copy import gpu_pods_copy
 from upgrader.kube.snapshot import take
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
@@ -241,3 +242,39 @@ def test_streams_that_end_at_once_are_reopened_at_most_once_a_second() -> None:
     thread.join(timeout=5)
     assert not thread.is_alive()
     assert 1 <= api.watches <= 3
+
+
+def test_the_gpu_pods_copy_lists_in_pages_holds_only_gpu_pods_and_wakes_only_for_them(
+    cluster: EmulatedCluster,
+) -> None:
+    """kube/room_copy.py: every pod LISTed a page at a time, only the pods taking GPUs held (slim),
+    and a change to any other pod neither enters the copy nor wakes the loop."""
+    wakes: list[str] = []
+    copy = gpu_pods_copy(api_for(cluster), lambda: wakes.append("wake"))
+    copy.page = 3
+    before = len(cluster.requests)
+    copy.step()
+    pages = [r for r in cluster.requests[before:] if r.verb == "list"]
+    pods = cluster.store.objects(cluster.type("pods"))
+    assert len(pages) == -(-len(pods) // 3) and all("limit=3" in r.query for r in pages)
+    held = copy.entries()
+    assert held is not None
+    gpu = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods if pod_view(p).gpus > 0}
+    assert gpu and set(held) == gpu
+    assert all(e.view is not None and not e.view.labels and not e.view.images for e in held.values())
+    other = next(p for p in pods if pod_view(p).gpus == 0)
+    wakes.clear()
+    cluster.store.mutate(
+        cluster.type("pods"),
+        other["metadata"]["namespace"],
+        other["metadata"]["name"],
+        lambda p: p["metadata"].setdefault("labels", {}).__setitem__("touched", "yes"),
+    )
+    copy.step()
+    assert wakes == [] and set(copy.entries() or {}) == gpu
+    one = next(p for p in pods if pod_view(p).gpus > 0)
+    cluster.store.remove(cluster.type("pods"), one)
+    copy.step()
+    now = {pod_view(p).key for p in cluster.store.objects(cluster.type("pods")) if pod_view(p).gpus > 0}
+    assert wakes and set(copy.entries() or {}) == now, "a GPU pod gone (and its controller's new one): woken"
+    assert (copy.entries() or {})[pod_view(one).key].version != held[pod_view(one).key].version, "recreated"

@@ -17,7 +17,7 @@ from upgrader.controller.metrics import Metrics, MetricsServer
 from upgrader.controller.preflight_source import PreflightFiles, PreflightSource
 from upgrader.controller.settings import Settings
 from upgrader.core.fleet import fleet
-from upgrader.core.policy import Policy
+from upgrader.core.policy import OnInsufficientCapacity, Policy
 from upgrader.core.policy_fleet import fleet_problem, refusal, status_problem
 from upgrader.core.preflight import Preflight
 from upgrader.core.starts import hold_check
@@ -168,7 +168,8 @@ def make_cache(controller: Controller, wake: threading.Event) -> ClusterCache:
             controller.api.on_request(verb, outcome)
 
     api.on_request = count
-    cache = ClusterCache(api, controller.settings, wake.set)
+    room = controller.policy.gpu_capacity.on_insufficient is OnInsufficientCapacity.WAIT
+    cache = ClusterCache(api, controller.settings, wake.set, room=room)
     for informer in (cache.nodes, cache.driver_pods, cache.pdbs):
         informer.seed_from_first_list()
     controller.cache = cache

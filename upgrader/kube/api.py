@@ -301,8 +301,21 @@ class KubeApi:
 
     # ----- reads --------------------------------------------------------------------------------
 
-    def list(self, path: str, label_selector: str | None = None, field_selector: str | None = None) -> Obj:
-        query = {"labelSelector": label_selector or None, "fieldSelector": field_selector or None}
+    def list(
+        self,
+        path: str,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> Obj:
+        """One LIST; with `limit`, one page of it (`metadata.continue` names the next)."""
+        query = {
+            "labelSelector": label_selector or None,
+            "fieldSelector": field_selector or None,
+            "limit": limit,
+            "continue": continue_token,
+        }
         return self.request("list", "GET", path, query)
 
     def get(self, path: str) -> Obj | None:

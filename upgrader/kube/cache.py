@@ -1,16 +1,18 @@
 """The controller's watch-fed copy of the cluster: nodes, driver pods and PodDisruptionBudgets (see
-informer.py)."""
+informer.py), and under gpuCapacity.onInsufficient: wait the fleet's GPU pods (room_copy.py)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from upgrader.core.views import NodeView, PdbView, PodView, node_view, pdb_view, pod_view
 from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import KubeApi
 from upgrader.kube.informer import Informer, Obj, start
 from upgrader.kube.pod_groups import PodsByNode
+from upgrader.kube.room_copy import gpu_pods_copy
 
 BUDGETS_PATH = "/apis/policy/v1/poddisruptionbudgets"
 
@@ -35,7 +37,9 @@ def node_metadata(node: Obj) -> Obj:
 
 
 class ClusterCache:
-    def __init__(self, api: KubeApi, settings: Addresses, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self, api: KubeApi, settings: Addresses, on_change: Callable[[], None], room: bool = False
+    ) -> None:
         (nodes_path, _), (pods_path, pods_selector), (budgets_path, _) = watch_paths(settings)
         # Node patches are built against the node's metadata (kube/apply.py), all that is held of
         # it besides its view; for driver pods a pass needs only views.
@@ -46,6 +50,8 @@ class ClusterCache:
         # A budget's status moves with every disruption; the watch brings each move as it brings a
         # node's (docs/operations.md#how-a-pass-reads-the-cluster). None: not a budget we can read.
         self.pdbs: Informer[PdbView | None] = Informer(api, budgets_path, pdb_view, on_change=on_change, keep_raw=False)
+        # gpuCapacity.onInsufficient: wait: every pod that takes GPUs, slim (kube/room_copy.py).
+        self.gpu_pods = gpu_pods_copy(api, on_change) if room else None
         # The driver pods per node, updated from the pods that changed (kube/pod_groups.py).
         self.driver_pods_by_node = PodsByNode()
         self._suspects: dict[str, int] = {}  # driver pod held in the copy -> a list's version that lacked it
@@ -73,7 +79,8 @@ class ClusterCache:
         return sorted(found)
 
     def start(self, stop: threading.Event) -> list[threading.Thread]:
-        return start([self.nodes, self.driver_pods, self.pdbs], stop)
+        informers: list[Informer[Any]] = [self.nodes, self.driver_pods, self.pdbs]
+        return start(informers + ([self.gpu_pods] if self.gpu_pods is not None else []), stop)
 
     def observe(self, obj: Obj) -> None:
         """An object one of our writes got back: a node, or a driver pod we deleted."""

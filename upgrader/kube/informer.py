@@ -72,6 +72,8 @@ class Informer(Generic[V]):
         timeout_seconds: int = 60,
         keep_raw: bool = True,
         slim: Callable[[Obj], Obj] | None = None,
+        page: int | None = None,
+        only_viewed: bool = False,
     ) -> None:
         self.api = api
         self.path = path
@@ -81,6 +83,12 @@ class Informer(Generic[V]):
         self.timeout_seconds = timeout_seconds
         self.keep_raw = keep_raw  # off: only views are held (the raw JSON is most of the memory)
         self.slim = slim  # what of the raw object is held, when not all of it
+        # LIST in pages of this many, each page's JSON freed once its views are built (a collection
+        # too large to decode whole: every pod of the fleet).
+        self.page = page
+        # A view of None means the object is not one to hold (of every pod, those holding GPUs);
+        # changes to objects not held do not wake the loop.
+        self.only_viewed = only_viewed
         self._lock = threading.Lock()
         self._entries: dict[str, Entry[V]] = {}
         self._synced = False
@@ -181,8 +189,17 @@ class Informer(Generic[V]):
         return listed_at is not None and held_at is not None and listed_at < held_at
 
     def _reset(self, listing: Obj, held_at: int | None) -> None:
-        """Replace the copy with `listing`; said aloud when the API server's resourceVersion went back."""
-        listed_at = version_of(listing)
+        """Replace the copy with `listing` (see `_replace`)."""
+        entries: dict[str, Entry[V]] = {}
+        for item in listing.get("items") or []:
+            view = self._view(item)
+            if view is not None or not self.only_viewed:
+                entries[object_key(item)] = Entry(self._raw(item), view, version_of(item))
+        self._replace(entries, str((listing.get("metadata") or {}).get("resourceVersion", "")), held_at)
+
+    def _replace(self, entries: dict[str, Entry[V]], version: str, held_at: int | None) -> None:
+        """The copy is `entries` at `version`; said aloud when the API server's resourceVersion went back."""
+        listed_at = _int_or_none(version)
         if held_at is not None and listed_at is not None and listed_at < held_at:
             log.warning(
                 "%s: the API server's resourceVersion went back from %d to %d (restored from an older "
@@ -191,11 +208,7 @@ class Informer(Generic[V]):
                 held_at,
                 listed_at,
             )
-        self._entries = {}
-        self._changed = None
-        for item in listing.get("items") or []:
-            self._entries[object_key(item)] = Entry(self._raw(item), self._view(item), version_of(item))
-        self._version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
+        self._entries, self._changed, self._version = entries, None, version
 
     def _merge(self, listing: Obj) -> None:
         items = listing.get("items") or []
@@ -208,18 +221,26 @@ class Informer(Generic[V]):
             if listed_at is None or held is None or held <= listed_at:
                 self._drop(key)
 
-    def _put(self, obj: Obj) -> None:
+    def _put(self, obj: Obj) -> bool:
+        """Hold `obj` (or, `only_viewed`, drop it when it has no view); True when the copy changed."""
         key, version = object_key(obj), version_of(obj)
         held = self._entries.get(key)
         if held is not None and held.version is not None and version is not None and version < held.version:
-            return  # an event older than our own write: keep what we wrote
-        self._entries[key] = Entry(self._raw(obj), self._view(obj), version)
+            return False  # an event older than our own write: keep what we wrote
+        view = self._view(obj)
+        if view is None and self.only_viewed:
+            return self._drop(key)
+        self._entries[key] = Entry(self._raw(obj), view, version)
         if self._changed is not None:
             self._changed.add(key)
+        return True
 
-    def _drop(self, key: str) -> None:
-        if self._entries.pop(key, None) is not None and self._changed is not None:
+    def _drop(self, key: str) -> bool:
+        if self._entries.pop(key, None) is None:
+            return False
+        if self._changed is not None:
             self._changed.add(key)
+        return True
 
     def _view(self, obj: Obj) -> V:
         given = self._given.get(object_key(obj)) if self._given else None
@@ -284,11 +305,35 @@ class Informer(Generic[V]):
         return f"watch {self.path}"
 
     def _relist(self) -> None:
+        if self.page:
+            entries, version = self._list_pages(self.page)
+            with self._lock:
+                self._replace(entries, version, _int_or_none(self._version))
+                self._synced = True
+            self.on_change()
+            return
         listing = self.api.list(self.path, label_selector=self.label_selector)
         with self._lock:
             self._reset(listing, _int_or_none(self._version))  # replaced, not merged
             self._synced = True
         self.on_change()
+
+    def _list_pages(self, size: int) -> tuple[dict[str, Entry[V]], str]:
+        """The collection, LISTed `size` objects at a time; the copy is at the first page's
+        resourceVersion (a real API server serves every page from it; the watch brings the rest)."""
+        entries: dict[str, Entry[V]] = {}
+        version, token = "", None
+        while True:
+            listing = self.api.list(self.path, self.label_selector, limit=size, continue_token=token)
+            meta = listing.get("metadata") or {}
+            version = version or str(meta.get("resourceVersion", ""))
+            for item in listing.get("items") or []:
+                view = self.view(item)
+                if view is not None or not self.only_viewed:
+                    entries[object_key(item)] = Entry(self._raw(item), view, version_of(item))
+            token = meta.get("continue")
+            if not token:
+                return entries, version
 
     def apply(self, event: Obj) -> None:
         """One watch event: ADDED/MODIFIED/DELETED change the copy, BOOKMARK moves the version on,
@@ -298,13 +343,14 @@ class Informer(Generic[V]):
             raise ApiError(int(obj.get("code") or 0), str(obj.get("reason") or ""), str(obj.get("message") or ""))
         version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
         with self._lock:
+            changed = False
             if kind in ("ADDED", "MODIFIED"):
-                self._put(obj)
+                changed = self._put(obj)
             elif kind == "DELETED":
-                self._drop(object_key(obj))
+                changed = self._drop(object_key(obj))
             if version:
                 self._version = version
-        if kind != "BOOKMARK":
+        if kind != "BOOKMARK" and (changed or not self.only_viewed):
             self.on_change()
 
     def _lost(self, exc: ApiError) -> None:

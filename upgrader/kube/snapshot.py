@@ -30,6 +30,7 @@ from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache, node_metadata, watch_paths
 from upgrader.kube.informer import Entry, Informer, object_key, version_of
 from upgrader.kube.pod_groups import PodsByNode
+from upgrader.kube.room_copy import fleet_gpu_pods
 
 Obj = dict[str, Any]
 V = TypeVar("V")
@@ -175,9 +176,20 @@ def _take(
         control=control,
         gpu_claims=read_gpu_claims(api, [p for pods in node_pods.values() for p in pods]),
         interlocks=read_interlocks(api, sets),
-        fleet_pods=(lambda: read_fleet_pods(api, nodes, node_pods)) if room else None,
+        fleet_pods=(lambda: fleet_pods(api, cache, nodes, node_pods)) if room else None,
     )
     return snapshot, raw_nodes
+
+
+def fleet_pods(
+    api: KubeApi, cache: ClusterCache | None, nodes: dict[str, NodeView], listed: dict[str, list[PodView]]
+) -> tuple[dict[str, list[PodView]], GpuClaims]:
+    """`Snapshot.fleet_pods`: the GPU pods on the other nodes from the watch-fed copy while it is
+    synced (kube/room_copy.py), else every pod in one LIST; and the GPU claims they hold."""
+    copied = fleet_gpu_pods(cache.gpu_pods, nodes, listed) if cache is not None and cache.gpu_pods else None
+    if copied is None:
+        return read_fleet_pods(api, nodes, listed)
+    return copied, read_gpu_claims(api, [p for pods in copied.values() for p in pods])
 
 
 def read_fleet_pods(
