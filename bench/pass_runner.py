@@ -53,8 +53,8 @@ def main() -> None:
         make_cache(controller, wake)
         check_policy_against_cluster(controller, args.policy)
         cache = start_watches(controller, stop, wake)
-        copies = [cache.nodes, cache.driver_pods, cache.pdbs] + ([cache.gpu_pods] if cache.gpu_pods else [])
-        wait_until(lambda: all(c.synced for c in copies))
+        controller.freeze_heap = True  # as run_until_signalled sets it
+        wait_until(lambda: cache.synced)
     start_requests = sum(n for (_, outcome), n in controller.api.stats.counts.items() if outcome != "unreachable")
 
     def watch_requests() -> int:  # the informers' (they have their own KubeApi)

@@ -37,6 +37,7 @@ stop, wake = threading.Event(), threading.Event()
 make_cache(controller, wake)
 check_policy_against_cluster(controller)
 start_watches(controller, stop, wake)
+controller.freeze_heap = True  # as run_until_signalled sets it
 report = controller.reconcile()
 stop.set()
 controller.elector.release()  # as `upgrader run` does when stopped: the next round finds the Lease free

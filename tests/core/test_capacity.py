@@ -131,3 +131,21 @@ def test_not_ready_and_same_wave_nodes_are_named_unavailable() -> None:
 def test_dra_only_pods_are_not_checked() -> None:
     claim = pod("dra", "up", {}, resourceClaims=[{"name": "gpu", "resourceClaimName": "dra-gpu"}])
     assert judge([claim], [node("b", 0)]) is None
+
+
+def test_the_room_kept_between_passes_is_the_room_worked_out_again() -> None:
+    """room_by_node's memo (the controller's, between passes) reuses a node's room only while its
+    view and its pods are the very objects it came from."""
+    nodes = {n.name: n for n in (node("a"), node("b"), node("c", gpus=4))}
+    on = {"a": [pod("p", "a", {"nvidia.com/gpu": "3"})], "b": [pod("q", "b", {"nvidia.com/gpu": "8"})]}
+    memo: dict[str, Any] = {}
+    assert room_by_node(nodes, on, memo) == room_by_node(nodes, on)
+    kept = {name: entry[2] for name, entry in memo.items()}
+    again = room_by_node(nodes, on, memo)
+    assert all(again[n] is kept[n] for n in nodes), "the same objects: the same answers, not worked out"
+    on = {**on, "a": [*on["a"], pod("r", "a", {"nvidia.com/gpu": "2"})]}  # a new list: a pod came
+    nodes = {**nodes, "c": node("c", gpus=2)}  # a new view: the node changed
+    moved = room_by_node(nodes, on, memo)
+    assert moved == room_by_node(nodes, on)
+    assert moved["a"] == {"nvidia.com/gpu": 3} and moved["c"] == {"nvidia.com/gpu": 2}
+    assert moved["b"] is kept["b"]

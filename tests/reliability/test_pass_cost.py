@@ -8,6 +8,7 @@ bench/pass_requests.py measures the same rule, and CPU time, over HTTP at 100, 1
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
 
 import pytest
@@ -152,3 +153,25 @@ def test_under_capacity_wait_with_the_copy_no_pass_lists_every_pod_and_the_start
         started[cached] = sorted((a.node, a.target.value) for a in moves)
     assert listed == {False: 1, True: 0}
     assert started[True] == started[False] and started[False], "the same nodes started, and some did"
+
+
+def test_upgrader_run_freezes_the_heap_once_every_copy_has_listed() -> None:
+    """`upgrader run` takes the copies' views out of the cyclic collector's sight once they have
+    listed (controller/loop.freeze_heap): a full collection traced them all, 300 ms at 15,000 nodes."""
+    cluster = EmulatedCluster.virtual()
+    cluster.load(paused_rollout(30))
+    controller = Controller(
+        KubeApi(cluster.client(), sleep=lambda _: None), Policy(), Settings(identity="freeze"), cluster.store.clock.now
+    )
+    cache = ClusterCache(KubeApi(cluster.client(), sleep=lambda _: None), controller.settings, lambda: None)
+    controller.cache, controller.freeze_heap = cache, True
+    frozen = gc.get_freeze_count()
+    try:
+        assert controller.reconcile().error is None
+        assert gc.get_freeze_count() == frozen and controller.freeze_heap, "the copies have not listed yet"
+        for informer in (cache.nodes, cache.driver_pods, cache.pdbs):
+            informer.step()
+        assert controller.reconcile().error is None
+        assert gc.get_freeze_count() > frozen and not controller.freeze_heap, "frozen, and only once"
+    finally:
+        gc.unfreeze()

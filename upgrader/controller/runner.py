@@ -257,5 +257,6 @@ def run_until_signalled(controller: Controller, policy_path: str | None = None) 
     if not _check_when_readable(controller, stop, policy_path):
         return 0  # stopped before the cluster could be read: nothing was written
     start_watches(controller, stop, wake)
+    controller.freeze_heap = True  # its own process: see loop.freeze_heap
     controller.run(stop, wake)
     return 0

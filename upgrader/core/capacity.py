@@ -58,12 +58,33 @@ def evicted_gpu_pods(pods: Iterable[PodView], claims: GpuClaims) -> list[PodView
     return [p for p in gpu_pods(list(pods), claims) if not p.mirror and p.owner_kind != "DaemonSet"]
 
 
+# node -> (its view, its pods, its free_capacity): kept by the controller between passes
+RoomMemo = dict[str, tuple[NodeView, Sequence[PodView], dict[str, int]]]
+
+
 def room_by_node(
-    nodes: Mapping[str, NodeView], pods_by_node: Mapping[str, Sequence[PodView]]
+    nodes: Mapping[str, NodeView], pods_by_node: Mapping[str, Sequence[PodView]], memo: RoomMemo | None = None
 ) -> dict[str, dict[str, int]]:
     """`free_capacity` of every node with GPU or MIG resources: computed once per pass or plan, not
-    once per node judged."""
-    return {name: free_capacity(node, pods_by_node.get(name, ())) for name, node in nodes.items() if node.allocatable}
+    once per node judged. With `memo` (the controller's, between passes), a node whose view and pods
+    are the very objects of the last pass keeps its answer (the watch-fed copies hand the same
+    objects out until they change, and lists are never changed in place)."""
+    if memo is None:
+        return {n: free_capacity(node, pods_by_node.get(n, ())) for n, node in nodes.items() if node.allocatable}
+    empty: Sequence[PodView] = ()
+    room, kept = {}, {}
+    for name, node in nodes.items():
+        if not node.allocatable:
+            continue
+        pods = pods_by_node.get(name, empty)
+        last = memo.get(name)
+        if last is None or last[0] is not node or last[1] is not pods:
+            last = (node, pods, free_capacity(node, pods))
+        kept[name] = last
+        room[name] = last[2]
+    memo.clear()
+    memo.update(kept)
+    return room
 
 
 def shortage(

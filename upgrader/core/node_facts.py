@@ -66,6 +66,7 @@ class FactsCarry:
     facts: dict[str, NodeFacts] = field(default_factory=dict)
     generation: int = 0
     derived: dict[str, tuple[int, object]] = field(default_factory=dict)  # name -> (generation, result)
+    room: dict[str, tuple[NodeView, Sequence[PodView], dict[str, int]]] = field(default_factory=dict)  # capacity
 
 
 def facts_of(snapshot: Snapshot) -> dict[str, NodeFacts]:

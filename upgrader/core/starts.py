@@ -15,6 +15,7 @@ from upgrader.core.fleet import fleet
 from upgrader.core.gpupods import GpuClaims
 from upgrader.core.machine import fire
 from upgrader.core.node_context import context, restart_only_digest
+from upgrader.core.node_facts import carry_of
 from upgrader.core.policy import OnInsufficientCapacity, OnNodeFailure, Policy
 from upgrader.core.preflight import Hold, Preflight, hold, hold_marks, node_findings
 from upgrader.core.rollout import CLEAR_BLOCK
@@ -153,7 +154,9 @@ def room_check(snapshot: Snapshot, policy: Policy) -> RoomCheck:
             everyone, more = snapshot.fleet_pods()
             pods = {**everyone, **pods}
             claims = None if claims is None or more is None else {**more, **claims}  # None: unreadable
-        return pods, claims, Room(snapshot.nodes, room_by_node(snapshot.nodes, pods))
+        carry = carry_of(snapshot)  # each node's room kept while its view and pods stand still
+        memo = carry.room if carry is not None else None
+        return pods, claims, Room(snapshot.nodes, room_by_node(snapshot.nodes, pods, memo))
 
     def check(name: str, starting: Collection[str]) -> str | None:
         if restart_only_digest(context(snapshot, name, policy)):

@@ -52,6 +52,7 @@ class ClusterCache:
         self.pdbs: Informer[PdbView | None] = Informer(api, budgets_path, pdb_view, on_change=on_change, keep_raw=False)
         # gpuCapacity.onInsufficient: wait: every pod that takes GPUs, slim (kube/room_copy.py).
         self.gpu_pods = gpu_pods_copy(api, on_change) if room else None
+        self.gpu_pods_by_node = PodsByNode()
         # The driver pods per node, updated from the pods that changed (kube/pod_groups.py).
         self.driver_pods_by_node = PodsByNode()
         self._suspects: dict[str, int] = {}  # driver pod held in the copy -> a list's version that lacked it
@@ -78,9 +79,17 @@ class ClusterCache:
         self._suspects = {} if found else kept
         return sorted(found)
 
-    def start(self, stop: threading.Event) -> list[threading.Thread]:
+    @property
+    def synced(self) -> bool:
+        """Every copy has listed (and has not lost its watch since)."""
+        return all(i.synced for i in self._informers())
+
+    def _informers(self) -> list[Informer[Any]]:
         informers: list[Informer[Any]] = [self.nodes, self.driver_pods, self.pdbs]
-        return start(informers + ([self.gpu_pods] if self.gpu_pods is not None else []), stop)
+        return informers + ([self.gpu_pods] if self.gpu_pods is not None else [])
+
+    def start(self, stop: threading.Event) -> list[threading.Thread]:
+        return start(self._informers(), stop)
 
     def observe(self, obj: Obj) -> None:
         """An object one of our writes got back: a node, or a driver pod we deleted."""

@@ -14,10 +14,12 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from types import MappingProxyType
+from typing import cast
 
 from upgrader.core.views import NodeView, PodView, pod_view
 from upgrader.kube.api import KubeApi
-from upgrader.kube.informer import Informer, Obj
+from upgrader.kube.informer import Entry, Informer, Obj
+from upgrader.kube.pod_groups import PodsByNode
 
 ALL_PODS = "/api/v1/pods"
 PAGE = 2000  # pods per LIST page when the copy lists: a page of pods decodes to a few MB
@@ -56,16 +58,14 @@ def gpu_pods_copy(api: KubeApi, on_change: Callable[[], None]) -> Informer[PodVi
 
 
 def fleet_gpu_pods(
-    copy: Informer[PodView | None], nodes: Mapping[str, NodeView], listed: Mapping[str, object]
+    copy: Informer[PodView | None], groups: PodsByNode, nodes: Mapping[str, NodeView], listed: Mapping[str, object]
 ) -> dict[str, list[PodView]] | None:
-    """The copy's GPU pods by node, on the fleet's nodes the pass did not list afresh; None while
-    the copy is not synced (the pass then LISTs every pod, as without it)."""
-    entries = copy.entries()
-    if entries is None:
+    """The copy's GPU pods by node (`groups`, updated from what changed since the last read: a node
+    whose GPU pods did not change keeps its very list), on the fleet's nodes the pass did not list
+    afresh; None while the copy is not synced (the pass then LISTs every pod, as without it)."""
+    read = copy.read()
+    if read is None:
         return None
-    by_node: dict[str, list[PodView]] = {}
-    for entry in entries.values():
-        pod = entry.view
-        if pod is not None and pod.node in nodes and pod.node not in listed:
-            by_node.setdefault(pod.node, []).append(pod)
-    return by_node
+    entries, changed = read  # only_viewed: every entry held has a view
+    by_node = groups.group(cast(dict[str, Entry[PodView]], entries), changed, True)
+    return {node: pods for node, pods in by_node.items() if node in nodes and node not in listed}

@@ -186,7 +186,9 @@ def fleet_pods(
 ) -> tuple[dict[str, list[PodView]], GpuClaims]:
     """`Snapshot.fleet_pods`: the GPU pods on the other nodes from the watch-fed copy while it is
     synced (kube/room_copy.py), else every pod in one LIST; and the GPU claims they hold."""
-    copied = fleet_gpu_pods(cache.gpu_pods, nodes, listed) if cache is not None and cache.gpu_pods else None
+    copied = None
+    if cache is not None and cache.gpu_pods is not None:
+        copied = fleet_gpu_pods(cache.gpu_pods, cache.gpu_pods_by_node, nodes, listed)
     if copied is None:
         return read_fleet_pods(api, nodes, listed)
     return copied, read_gpu_claims(api, [p for pods in copied.values() for p in pods])
