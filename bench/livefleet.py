@@ -81,16 +81,14 @@ class Fleet:
                 version = int(json.loads(answer.read())["metadata"]["resourceVersion"])
         return version
 
-    def resume(self) -> int:
-        """Take the pause out of the rollout's status ConfigMap (fleet_server.py's fleets are
-        paused there), as `upgrader resume` would; the ConfigMap's new resourceVersion."""
-        body = json.dumps({"data": {"paused": None}}).encode()
-        request = urllib.request.Request(
-            f"{self.url}/api/v1/namespaces/gpu-operator/configmaps/gpu-driver-upgrade-status", body, method="PATCH",
-            headers={"Content-Type": "application/merge-patch+json"},
-        )
-        with urllib.request.urlopen(request) as answer:
-            return int(json.loads(answer.read())["metadata"]["resourceVersion"])
+    def resume(self) -> None:
+        """Resume the rollout with the real `upgrader resume` (fleet_server.py's fleets carry an older
+        CLI's pause in their status ConfigMap, and the last status recorded it: only a `paused: "false"`
+        in the control ConfigMap ends it, as the CLI writes)."""
+        cli = Path(sys.executable).parent / "upgrader"
+        out = subprocess.run([str(cli), "resume", "--kubeconfig", str(self.kubeconfig)], capture_output=True, text=True)
+        if out.returncode != 0:
+            raise SystemExit(f"upgrader resume failed ({out.returncode}): {out.stdout}{out.stderr}")
 
     def stop(self) -> None:
         assert self.proc.stdin is not None

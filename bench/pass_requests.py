@@ -15,8 +15,10 @@ logs), the controller process's CPU time (`time.process_time`) and wall time.
 Two phases: idle (nothing in progress), then with `--in-progress` nodes labelled
 `pod-deletion-required`. The first pass after labelling acts (evicts the nodes' GPU pods); the
 passes after it wait for the evicted pods to terminate (the emulators' clocks stand still). Then the
-rollout is resumed and one pass judges starts (under `wait`, against the room its evicted pods
-would find). The rule checked: an idle pass sends the same number of requests at every size, and a
+rollout is resumed (`upgrader resume`) and each pass judges a start (under `wait`, against the room
+its evicted pods would find): every mode's policy leaves one slot beside the k nodes in progress
+(maxParallelUpgrades k+1), and the node a pass starts is labelled `upgrade-required` again after it,
+so the next pass judges it again. The rule checked: an idle pass sends the same number of requests at every size, and a
 pass with k nodes in progress at most 2k more. Targets (issue 24): at 15,000 nodes a pass's CPU time
 at most 150 ms idle and with 4 in progress, and under `wait` at most 1.5x the CPU and 1.3x the RSS of
 the default pass.
@@ -58,7 +60,9 @@ def audit_count(path: Path) -> int:
 # every pass LISTs nodes and driver pods / reads them from the watch-fed cache / the same, under
 # gpuCapacity.onInsufficient: wait (the cache also holds the fleet's GPU pods, kube/room_copy.py)
 MODES = ("lists", "cache", "wait")
-WAIT_POLICY = "gpuCapacity:\n  onInsufficient: wait\n"
+# One free slot beside the k nodes in progress, so that each pass after the resume judges a start.
+POLICY = "maxParallelUpgrades: {slots}\n"
+WAIT_POLICY = POLICY + "gpuCapacity:\n  onInsufficient: wait\n"
 
 
 def main() -> None:
@@ -82,10 +86,11 @@ def main() -> None:
                 info = fleets[n, mode].info
                 print(f"emulator {n:>5} nodes ({mode}): {info['objects']} objects loaded in {info['load_seconds']} s, "
                       f"RSS {info['rss_mib']} MiB")
-            policy = work / "wait.yaml"
-            policy.write_text(WAIT_POLICY, encoding="utf-8")
+            policies = {"default": work / "default.yaml", "wait": work / "wait.yaml"}
+            policies["default"].write_text(POLICY.format(slots=k + 1), encoding="utf-8")
+            policies["wait"].write_text(WAIT_POLICY.format(slots=k + 1), encoding="utf-8")
             for n, mode in runs:
-                chosen = str(policy) if mode == "wait" else None
+                chosen = str(policies["wait" if mode == "wait" else "default"])
                 controllers[n, mode] = Controller(fleets[n, mode].kubeconfig, watch=mode != "lists", policy=chosen)
             seen: dict[tuple[int, str], list[dict[str, Any]]] = {r: [] for r in runs}
 
@@ -104,13 +109,20 @@ def main() -> None:
             picked = [f"gpu-{i:05d}" for i in range(k)]
             for r in runs:
                 version = fleets[r].label(picked, "pod-deletion-required")
-                if r[1] == "cache":
+                if r[1] != "lists":
                     controllers[r].sync(version)  # the cache has seen the labels before the next pass
             acting = run("acting")
             steady = [run("in-progress") for _ in range(args.rounds)]
             for r in runs:  # resumed (each pass GETs the status ConfigMap): the next pass judges starts
                 fleets[r].resume()
-            judging = run("judging")
+            judgings = []
+            for _ in range(args.rounds):
+                judgings.append(run("judging"))
+                for r in runs:  # the node started goes back to upgrade-required: the next pass judges again
+                    if started := judgings[-1][r]["started"]:
+                        version = fleets[r].label(started, "upgrade-required")
+                        if r[1] != "lists":
+                            controllers[r].sync(version)
             for r in runs:
                 watched[r] = controllers[r].stop().get("watch_requests", 0)
             for r in runs:
@@ -179,11 +191,16 @@ def main() -> None:
         print(f"CPU per pass ({mode}), {big:,} vs {small:,} nodes (idle): {ratio:.1f}x "
               f"for {big / small:.0f}x the nodes")
     print()
-    print("the pass after resuming, which judges starts (one per fleet; under wait against the room):")
+    print("the passes after resuming, which judge starts (under wait against the room); nodes started each:")
+    judging = {}
     for n, mode in runs:
-        first = judging[n, mode]
-        print(f"  {n:,} {mode}: CPU {first['cpu_ms']:.0f} ms, requests {total(first['requests'])} "
-              f"({verbs([first])}), phase {first['phase']}")
+        passes = [j[n, mode] for j in judgings]
+        if any(p["phase"] == "Paused" for p in passes):
+            raise SystemExit(f"{n} {mode}: still paused after `upgrader resume`: no start was judged")
+        judging[n, mode] = {"cpu_ms": median([p["cpu_ms"] for p in passes])}
+        print(f"  {n:,} {mode}: CPU median {judging[n, mode]['cpu_ms']:.0f} ms "
+              f"({', '.join(str(round(p['cpu_ms'])) for p in passes)}), requests {total(passes[0]['requests'])} "
+              f"({verbs(passes[:1])}) in the first, started {[len(p['started']) for p in passes]}")
     rss = {mode: max(p["rss_mib"] for p in seen[big, mode]) for mode in MODES}
     print(f"at {big:,} nodes, wait / cache: CPU idle {cpu['wait', 'idle'] / cpu['cache', 'idle']:.2f}x, "
           f"{k} in progress {cpu['wait', 'busy'] / cpu['cache', 'busy']:.2f}x, judging "

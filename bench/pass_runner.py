@@ -26,6 +26,7 @@ from functools import partial
 
 from upgrader.controller.runner import build_controller, check_policy_against_cluster, make_cache, start_watches
 from upgrader.controller.settings import Settings, load_policy
+from upgrader.core.actions import Transition
 from upgrader.kube.cache import ClusterCache
 from upgrader.kube.client import api_client
 
@@ -96,6 +97,10 @@ def main() -> None:
                     "requests": sent,
                     "unreachable": lost,
                     "phase": report.status.get("phase"),
+                    "started": sorted(
+                        o.action.node for o in report.outcomes
+                        if o.ok and isinstance(o.action, Transition) and o.action.source == "upgrade-required"
+                    ),
                     "error": report.error,
                     "leader": report.leader,
                     "rss_mib": round(peak_rss_mib(), 1),

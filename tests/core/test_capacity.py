@@ -149,3 +149,20 @@ def test_the_room_kept_between_passes_is_the_room_worked_out_again() -> None:
     assert moved == room_by_node(nodes, on)
     assert moved["a"] == {"nvidia.com/gpu": 3} and moved["c"] == {"nvidia.com/gpu": 2}
     assert moved["b"] is kept["b"]
+
+
+def test_room_by_node_with_a_memo_names_the_nodes_whose_room_may_have_moved() -> None:
+    a, b, c = node("a"), node("b"), node("c")
+    pods = {"a": [pod("p", "a", {"nvidia.com/gpu": "2"})], "b": []}
+    memo: dict[str, Any] = {}
+    first: set[str] = set()
+    assert room_by_node({"a": a, "b": b}, pods, memo, first) == {
+        "a": {"nvidia.com/gpu": 6}, "b": {"nvidia.com/gpu": 8}}
+    assert first == {"a", "b"}
+    same: set[str] = set()
+    room_by_node({"a": a, "b": b}, pods, memo, same)
+    assert same == set()  # the very views and pod lists: nothing to judge again
+    moved: set[str] = set()
+    b2 = node("b", unschedulable=True)
+    room_by_node({"b": b2, "c": c}, {**pods, "c": []}, memo, moved)
+    assert moved == {"a", "b", "c"}  # a went, b has a new view, c came

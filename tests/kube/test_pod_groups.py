@@ -1,6 +1,6 @@
 """The driver pods per node kept between passes (kube/pod_groups.py): updated from the keys the
 watch-fed copy says changed, they are exactly the grouping built whole, and a node whose pods did
-not change keeps its very list."""
+not change keeps its very list; the pods holding a ResourceClaim are known without a walk."""
 
 from __future__ import annotations
 
@@ -18,9 +18,12 @@ NODES = [f"gpu-{i}" for i in range(4)]
 PODS = [f"driver-{i}" for i in range(8)]
 
 
-def pod(name: str, node: str, version: int) -> Obj:
+def pod(name: str, node: str, version: int, claim: bool = False) -> Obj:
     meta = {"namespace": "gpu-operator", "name": name, "uid": name, "resourceVersion": str(version)}
-    return {"kind": "Pod", "metadata": meta, "spec": {"nodeName": node}, "status": {"phase": "Running"}}
+    spec: Obj = {"nodeName": node}
+    if claim:
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"{name}-gpu"}]
+    return {"kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Running"}}
 
 
 def informer() -> Informer[PodView]:
@@ -31,9 +34,9 @@ def informer() -> Informer[PodView]:
 
 
 event = st.one_of(
-    st.tuples(st.sampled_from(["ADDED", "MODIFIED"]), st.sampled_from(PODS), st.sampled_from(NODES)),
-    st.tuples(st.just("DELETED"), st.sampled_from(PODS), st.just("")),
-    st.tuples(st.just("RELIST"), st.just(""), st.just("")),
+    st.tuples(st.sampled_from(["ADDED", "MODIFIED"]), st.sampled_from(PODS), st.sampled_from(NODES), st.booleans()),
+    st.tuples(st.just("DELETED"), st.sampled_from(PODS), st.just(""), st.just(False)),
+    st.tuples(st.just("RELIST"), st.just(""), st.just(""), st.just(False)),
 )
 
 
@@ -43,12 +46,12 @@ def whole(entries: Any) -> dict[str, list[str]]:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.lists(event, max_size=6), min_size=1, max_size=8))
-def test_updated_from_changes_is_the_grouping_built_whole(passes: list[list[tuple[str, str, str]]]) -> None:
+def test_updated_from_changes_is_the_grouping_built_whole(passes: list[list[tuple[str, str, str, bool]]]) -> None:
     copy, groups, version = informer(), PodsByNode(), 1
     held: dict[str, Obj] = {}
     previous: dict[str, list[PodView]] = {}
     for batch in passes:
-        for kind, name, node in batch:
+        for kind, name, node, claim in batch:
             version += 1
             if kind == "RELIST":  # the copy replaced whole by a newer list
                 items = [{**o, "metadata": {**o["metadata"], "resourceVersion": str(version)}} for o in held.values()]
@@ -59,13 +62,14 @@ def test_updated_from_changes_is_the_grouping_built_whole(passes: list[list[tupl
                 if gone is not None:
                     copy.apply({"type": "DELETED", "object": gone})
                 continue
-            held[name] = pod(name, held[name]["spec"]["nodeName"] if name in held else node, version)
+            held[name] = pod(name, held[name]["spec"]["nodeName"] if name in held else node, version, claim)
             copy.apply({"type": "MODIFIED" if kind == "MODIFIED" and name in held else "ADDED", "object": held[name]})
         read = copy.read()
         assert read is not None
         entries, changed = read
         grouped = groups.group(entries, changed, True)
         assert {n: [p.key for p in ps] for n, ps in grouped.items()} == whole(entries)
+        assert groups.claiming == {key for key, e in entries.items() if e.view.claims}
         if changed is None:
             previous = grouped
             continue

@@ -77,3 +77,33 @@ def test_the_fast_model_says_what_the_whole_fleet_scan_said(data: st.DataObject)
         together = set(data.draw(st.lists(st.sampled_from(sorted(views)), max_size=4)))
         expected = reference_shortage(name, pods, views, room, together, "upgraded with it in wave 2")
         assert shortage(name, pods, model, together, "upgraded with it in wave 2") == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_model_updated_for_the_nodes_that_changed_says_what_one_built_afresh_says(data: st.DataObject) -> None:
+    """The controller keeps the model between passes and updates it for the nodes whose view or pods
+    changed (came, went, cordoned, relabelled, other room): judged after that, as the scan judges."""
+    (before, room_before), (after, room_after) = data.draw(nodes()), data.draw(nodes())
+    model = Room(before, room_before)
+    for name in sorted(before):  # the orders and shapes the first pass built are the ones updated
+        shortage(name, data.draw(evicted(name)), model, set(data.draw(st.lists(st.sampled_from(sorted(before))))))
+    names = sorted(before.keys() | after.keys())
+    changed = set(data.draw(st.lists(st.sampled_from(names))))
+    views = {n: (after if n in changed else before)[n] for n in names if n in (after if n in changed else before)}
+    room = {n: (room_after if n in changed else room_before)[n] for n in views
+            if n in (room_after if n in changed else room_before)}
+    model.update(views, room, changed)
+    fresh = Room(views, room)  # every order the kept model holds is the one a new model builds
+    for (shape, resource), order in model._shape_order.items():
+        assert order == fresh._shape_by_room(model._judge[shape], shape, resource)
+        assert model._eligible[shape][0] == fresh._eligible[shape][0]
+    for resource, order in model._by_room.items():
+        assert (order, model._holders[resource], model._total[resource]) == (
+            fresh._resource(resource), fresh._holders[resource], fresh._total[resource])
+    assert model.available == fresh.available
+    for name in sorted(views):
+        pods = data.draw(evicted(name))
+        together = set(data.draw(st.lists(st.sampled_from(sorted(views)), max_size=4)))
+        expected = reference_shortage(name, pods, views, room, together, "starting with it")
+        assert shortage(name, pods, model, together, "starting with it") == expected

@@ -63,25 +63,33 @@ RoomMemo = dict[str, tuple[NodeView, Sequence[PodView], dict[str, int]]]
 
 
 def room_by_node(
-    nodes: Mapping[str, NodeView], pods_by_node: Mapping[str, Sequence[PodView]], memo: RoomMemo | None = None
+    nodes: Mapping[str, NodeView],
+    pods_by_node: Mapping[str, Sequence[PodView]],
+    memo: RoomMemo | None = None,
+    changed: set[str] | None = None,
 ) -> dict[str, dict[str, int]]:
     """`free_capacity` of every node with GPU or MIG resources: computed once per pass or plan, not
     once per node judged. With `memo` (the controller's, between passes), a node whose view and pods
     are the very objects of the last pass keeps its answer (the watch-fed copies hand the same
-    objects out until they change, and lists are never changed in place)."""
+    objects out until they change, and lists are never changed in place); the others, and those
+    that left the memo, are added to `changed`."""
     if memo is None:
         return {n: free_capacity(node, pods_by_node.get(n, ())) for n, node in nodes.items() if node.allocatable}
     empty: Sequence[PodView] = ()
-    room, kept = {}, {}
+    room, kept, moved, came = {}, {}, changed if changed is not None else set(), 0
     for name, node in nodes.items():
         if not node.allocatable:
             continue
         pods = pods_by_node.get(name, empty)
         last = memo.get(name)
         if last is None or last[0] is not node or last[1] is not pods:
+            came += last is None
             last = (node, pods, free_capacity(node, pods))
+            moved.add(name)
         kept[name] = last
         room[name] = last[2]
+    if len(kept) - came != len(memo):  # some of the memo's nodes are gone
+        moved.update(name for name in memo if name not in kept)
     memo.clear()
     memo.update(kept)
     return room

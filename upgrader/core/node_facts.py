@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from operator import is_
 from typing import TypeVar, cast
 
+from upgrader.core.room import Room
 from upgrader.core.states import (
     BLOCKED_KIND,
     FAILED_AT,
@@ -67,6 +68,7 @@ class FactsCarry:
     generation: int = 0
     derived: dict[str, tuple[int, object]] = field(default_factory=dict)  # name -> (generation, result)
     room: dict[str, tuple[NodeView, Sequence[PodView], dict[str, int]]] = field(default_factory=dict)  # capacity
+    room_model: Room | None = None  # the last judging pass's (core/room.py), for the next to update
 
 
 def facts_of(snapshot: Snapshot) -> dict[str, NodeFacts]:

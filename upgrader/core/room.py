@@ -9,6 +9,11 @@ taints). Judging a node then walks, for each pod it evicts, from the head of its
 few nodes this judgement excludes (the node, those starting with it) or has already given pods (kept
 aside with what they have left): about pods x (wave + pods) per node judged, not pods x fleet. A pod
 that requests more than one GPU resource at once is placed by the exact scan of its shape's nodes.
+
+Kept from pass to pass (the controller's carry): `update` takes out and puts back only the nodes whose
+view or pods changed, each by bisection in the orders built so far, so a pass where a few nodes
+changed does not sort the fleet again (tests/properties/test_room_model.py: the same answers as a
+model built afresh).
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
-from collections.abc import Collection, Mapping, Sequence
+from bisect import bisect_left, insort
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from upgrader.core.placement import may_land
@@ -64,7 +70,8 @@ class Room:
         self._holding: dict[str, set[str]] = {}
         self._total: dict[str, int] = {}
         self._down: dict[tuple[str, ...], tuple[list[str], set[str]]] = {}  # unavailable nodes with them
-        self._eligible: dict[Shape, tuple[frozenset[str], list[str]]] = {}
+        self._eligible: dict[Shape, tuple[set[str], list[str]]] = {}
+        self._judge: dict[Shape, PodView] = {}  # a pod of each shape, to judge a node that changes
         self._shape_order: dict[tuple[Shape, str], list[str]] = {}
 
     # ----- built once, per resource and per shape --------------------------------------------------
@@ -77,7 +84,7 @@ class Room:
             self._by_room[resource] = sorted(holders, key=lambda n: (-self.room[n][resource], n))
         return self._by_room[resource]
 
-    def _eligible_of(self, pod: PodView, shape: Shape) -> tuple[frozenset[str], list[str]]:
+    def _eligible_of(self, pod: PodView, shape: Shape) -> tuple[set[str], list[str]]:
         """The available nodes `pod` may land on (a set, and by name), judged once per class of alike nodes."""
         if shape not in self._eligible:
             keys, by_name = _read_keys(pod)
@@ -92,7 +99,7 @@ class Room:
                     )
                 if verdicts[cls]:
                     found.append(name)
-            self._eligible[shape] = (frozenset(found), found)
+            self._eligible[shape], self._judge[shape] = (set(found), found), pod
         return self._eligible[shape]
 
     def _shape_by_room(self, pod: PodView, shape: Shape, resource: str) -> list[str]:
@@ -101,6 +108,64 @@ class Room:
             eligible, _ = self._eligible_of(pod, shape)
             self._shape_order[key] = [n for n in self._resource(resource) if n in eligible]
         return self._shape_order[key]
+
+    # ----- kept between passes --------------------------------------------------------------------
+
+    def update(
+        self, nodes: Mapping[str, NodeView], room: Mapping[str, Mapping[str, int]], changed: Collection[str]
+    ) -> None:
+        """The model of `nodes` and `room`, where only the `changed` nodes (came, went, or a new view or
+        new pods) differ from what it holds. All are taken out by the old room, then put back by the new."""
+        changed = set(changed)
+        for name in changed:
+            self._take_out(name)
+        self.nodes, self.room = nodes, room
+        self._down.clear()
+        for name in sorted(changed):
+            if name in nodes and _available(nodes[name]):
+                self._put_back(name)
+
+    def _by_room_key(self, resource: str) -> Callable[[str], tuple[int, str]]:
+        room = self.room
+        return lambda n: (-room[n][resource], n)
+
+    def _take_out(self, name: str) -> None:
+        if name not in self._available:
+            return
+        for (shape, resource), order in self._shape_order.items():
+            if name in self._eligible[shape][0] and name in self._holding[resource]:
+                _remove(order, name, self._by_room_key(resource))
+        for eligible, by_name in self._eligible.values():
+            if name in eligible:
+                eligible.discard(name)
+                by_name.pop(bisect_left(by_name, name))
+        for resource, order in self._by_room.items():
+            if name in self._holding[resource]:
+                _remove(order, name, self._by_room_key(resource))
+                self._holders[resource].pop(bisect_left(self._holders[resource], name))
+                self._holding[resource].discard(name)
+                self._total[resource] -= self.room[name][resource]
+        self._available.discard(name)
+        self.available.pop(bisect_left(self.available, name))
+
+    def _put_back(self, name: str) -> None:
+        node, have = self.nodes[name], self.room.get(name, {})
+        insort(self.available, name)
+        self._available.add(name)
+        for resource, order in self._by_room.items():
+            if have.get(resource, 0) > 0:
+                insort(order, name, key=self._by_room_key(resource))
+                insort(self._holders[resource], name)
+                self._holding[resource].add(name)
+                self._total[resource] += have[resource]
+        for shape, (eligible, by_name) in self._eligible.items():
+            pod = self._judge[shape]
+            if may_land(pod.node_selector, pod.affinity, pod.tolerations, node.labels, name, node.taints):
+                eligible.add(name)
+                insort(by_name, name)
+        for (shape, resource), order in self._shape_order.items():
+            if name in self._eligible[shape][0] and name in self._holding[resource]:
+                insort(order, name, key=self._by_room_key(resource))
 
     # ----- one node judged -------------------------------------------------------------------------
 
@@ -189,3 +254,12 @@ class Room:
         if not node.ready:
             return "not Ready"
         return together_why
+
+
+def _remove(order: list[str], name: str, key: Callable[[str], tuple[int, str]]) -> None:
+    """Take `name` out of `order`, sorted by `key` (as the room was when it went in)."""
+    at = bisect_left(order, key(name), key=key)
+    if at < len(order) and order[at] == name:
+        order.pop(at)
+        return
+    order.remove(name)  # never expected: the order and the room it was sorted by disagree

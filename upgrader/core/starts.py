@@ -3,7 +3,7 @@ none can, an Event saying what they wait on (once per change of it)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from functools import cache
 
 from upgrader.core.actions import Action, Annotate, Event
@@ -154,9 +154,7 @@ def room_check(snapshot: Snapshot, policy: Policy) -> RoomCheck:
             everyone, more = snapshot.fleet_pods()
             pods = {**everyone, **pods}
             claims = None if claims is None or more is None else {**more, **claims}  # None: unreadable
-        carry = carry_of(snapshot)  # each node's room kept while its view and pods stand still
-        memo = carry.room if carry is not None else None
-        return pods, claims, Room(snapshot.nodes, room_by_node(snapshot.nodes, pods, memo))
+        return pods, claims, _room_model(snapshot, pods)
 
     def check(name: str, starting: Collection[str]) -> str | None:
         if restart_only_digest(context(snapshot, name, policy)):
@@ -165,6 +163,27 @@ def room_check(snapshot: Snapshot, policy: Policy) -> RoomCheck:
         return shortage(name, evicted_gpu_pods(pods.get(name, []), claims), model, starting)
 
     return check
+
+
+def _room_model(snapshot: Snapshot, pods: Mapping[str, Sequence[PodView]]) -> Room:
+    """The fleet's room model; with the controller's carry, each node's room is kept while its view
+    and pods stand still, and the model of the last judging pass is updated for the nodes that
+    changed (core/room.py), unless so many did that building it again costs less."""
+    carry = carry_of(snapshot)
+    if carry is None:
+        return Room(snapshot.nodes, room_by_node(snapshot.nodes, pods))
+    model, carry.room_model = carry.room_model, None  # none kept, should this pass fail halfway
+    changed: set[str] = set()
+    room = room_by_node(snapshot.nodes, pods, carry.room, changed)
+    if model is None or REBUILD_SHARE * len(changed) > len(room):
+        model = Room(snapshot.nodes, room)
+    else:
+        model.update(snapshot.nodes, room, changed)
+    carry.room_model = model
+    return model
+
+
+REBUILD_SHARE = 8  # a model is built again when more than one node in 8 changed since it was kept
 
 
 def settled_failures(nodes: list[NodeView], policy: Policy, acknowledged: set[str]) -> set[str]:

@@ -30,6 +30,9 @@ class PodsByNode:
         self._groups: dict[str, list[PodView]] = {}
         self._node_of: dict[str, str] = {}  # pod key -> its node, to find the list a gone pod left
         self._follows_copy = False  # the groups are the copy's as of its last `read`
+        # Keys of the pods that hold a ResourceClaim: a pass asks whether any does, without a walk
+        # over every pod (read_gpu_claims LISTs claims only then).
+        self.claiming: set[str] = set()
 
     def group(
         self, entries: Mapping[str, Entry[PodView]], changed: set[str] | None, from_copy: bool
@@ -52,6 +55,7 @@ class PodsByNode:
             pod = entry.view
             grouped.setdefault(pod.node, []).append(pod)
             node_of[key] = pod.node
+        self.claiming = {key for key, entry in entries.items() if entry.view.claims}
         for node, pods in grouped.items():
             if len(pods) > 1:
                 pods.sort(key=_by_key)
@@ -67,7 +71,10 @@ class PodsByNode:
             if was is not None:
                 arrived.setdefault(was, [])
             entry = entries.get(key)
+            self.claiming.discard(key)
             if entry is not None:
+                if entry.view.claims:
+                    self.claiming.add(key)
                 self._node_of[key] = entry.view.node
                 arrived.setdefault(entry.view.node, []).append(entry.view)
         for node, pods in arrived.items():

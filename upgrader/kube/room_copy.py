@@ -69,3 +69,10 @@ def fleet_gpu_pods(
     entries, changed = read  # only_viewed: every entry held has a view
     by_node = groups.group(cast(dict[str, Entry[PodView]], entries), changed, True)
     return {node: pods for node, pods in by_node.items() if node in nodes and node not in listed}
+
+
+def claiming_pods(copy: Informer[PodView | None], groups: PodsByNode, on: Mapping[str, object]) -> list[PodView]:
+    """Of the pods `fleet_gpu_pods` just grouped, those on `on` that hold a ResourceClaim."""
+    held = copy.entries() or {}
+    found = (held.get(key) for key in groups.claiming)
+    return [e.view for e in found if e is not None and e.view is not None and e.view.node in on]

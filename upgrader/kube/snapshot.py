@@ -30,7 +30,7 @@ from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache, node_metadata, watch_paths
 from upgrader.kube.informer import Entry, Informer, object_key, version_of
 from upgrader.kube.pod_groups import PodsByNode
-from upgrader.kube.room_copy import fleet_gpu_pods
+from upgrader.kube.room_copy import claiming_pods, fleet_gpu_pods
 
 Obj = dict[str, Any]
 V = TypeVar("V")
@@ -186,12 +186,11 @@ def fleet_pods(
 ) -> tuple[dict[str, list[PodView]], GpuClaims]:
     """`Snapshot.fleet_pods`: the GPU pods on the other nodes from the watch-fed copy while it is
     synced (kube/room_copy.py), else every pod in one LIST; and the GPU claims they hold."""
-    copied = None
-    if cache is not None and cache.gpu_pods is not None:
-        copied = fleet_gpu_pods(cache.gpu_pods, cache.gpu_pods_by_node, nodes, listed)
-    if copied is None:
+    copy = cache.gpu_pods if cache is not None else None
+    copied = fleet_gpu_pods(copy, cache.gpu_pods_by_node, nodes, listed) if cache and copy else None
+    if copied is None or cache is None or copy is None:
         return read_fleet_pods(api, nodes, listed)
-    return copied, read_gpu_claims(api, [p for pods in copied.values() for p in pods])
+    return copied, read_gpu_claims(api, claiming_pods(copy, cache.gpu_pods_by_node, copied))
 
 
 def read_fleet_pods(
