@@ -6,9 +6,10 @@ fleet; the count is kept on the snapshot, and from pass to pass while no node ch
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from upgrader.core.node_facts import carry_of, generation_of
+from upgrader.core.node_facts import carry_of, changed_since, generation_of
 from upgrader.core.policy import Policy
 from upgrader.core.schedule import Grouping, domain_of, domain_order, is_unavailable
 from upgrader.core.states import HELD_KIND, IN_PROGRESS, STATE_COUNT_KEYS, UNLABELLED, State
@@ -29,6 +30,7 @@ class Census:
     # The names blocked_nodes, failed_nodes and held_nodes can report, in the order given: nodes in
     # progress, failed, or at upgrade-required with a hold. The rest of the fleet they would skip anyway.
     watched: list[str]
+    position: dict[str, int]  # name -> its place in `nodes`
 
 
 def census(snapshot: Snapshot, policy: Policy, managed: list[str]) -> Census:
@@ -38,14 +40,27 @@ def census(snapshot: Snapshot, policy: Policy, managed: list[str]) -> Census:
         return kept[1]
     carry, generation = carry_of(snapshot), generation_of(snapshot)
     carried = carry.derived.get("census") if carry is not None else None
-    if carried is not None and carried[0] == generation and carried[1][0] == key:  # type: ignore[index]
-        counted = carried[1][1]  # type: ignore[index]
-    else:
+    counted = None
+    if carry is not None and carried is not None and carried[1][0] == key:  # type: ignore[index]
+        if carried[0] == generation:
+            counted = carried[1][1]  # type: ignore[index]
+        elif (moved := changed_since(carry, carried[0])) is not None:
+            counted = recount(snapshot, policy, carried[1][1], moved)  # type: ignore[index]
+    if counted is None:
         counted = count(snapshot, policy, managed)
-        if carry is not None:
-            carry.derived["census"] = (carry.generation, (key, counted))
+    if carry is not None:
+        carry.derived["census"] = (carry.generation, (key, counted))
     snapshot.memo["census"] = (key, counted)
     return counted
+
+
+def _key(state: State | None) -> str:
+    return state.value if state is not None else UNLABELLED
+
+
+def _watched(node: NodeView) -> bool:
+    state = node.state
+    return state in WATCHED and (state is not State.UPGRADE_REQUIRED or bool(node.annotations.get(HELD_KIND)))
 
 
 def count(snapshot: Snapshot, policy: Policy, managed: list[str]) -> Census:
@@ -56,15 +71,60 @@ def count(snapshot: Snapshot, policy: Policy, managed: list[str]) -> Census:
     in_progress, watched, unavailable = [], [], 0
     for node in nodes:
         state, domain = node.state, domain_of(node, policy)
-        by_state[state.value if state is not None else UNLABELLED] += 1
+        by_state[_key(state)] += 1
         per_domain.setdefault(domain, Counter())[state] += 1
         by_domain.setdefault(domain, []).append(node)
         unavailable += is_unavailable(node)
         if state in IN_PROGRESS:
             in_progress.append(node)
-        if state in WATCHED and (state is not State.UPGRADE_REQUIRED or node.annotations.get(HELD_KIND)):
+        if _watched(node):
             watched.append(node.name)
     order = domain_order(nodes, policy)
     grouping = Grouping(order, {d: by_domain[d] for d in order}, len(in_progress), unavailable)
-    return Census(nodes, grouping, by_state, per_domain, order, in_progress, watched)
+    position = {name: i for i, name in enumerate(managed)}
+    return Census(nodes, grouping, by_state, per_domain, order, in_progress, watched, position)
 
+
+def recount(snapshot: Snapshot, policy: Policy, old: Census, moved: set[str]) -> Census | None:
+    """The census of the same managed nodes where only `moved` changed since `old`: their old
+    parts taken out, their new ones put in. None when one moved to another domain (count again)."""
+    position, touched = old.position, sorted(n for n in moved if n in old.position)
+    if not touched:
+        return old
+    nodes, by_state, per_domain = list(old.nodes), dict(old.by_state), dict(old.per_domain)
+    unavailable, domains = old.grouping.unavailable, set()
+    for name in touched:
+        was, now = old.nodes[position[name]], snapshot.nodes[name]
+        domain = domain_of(now, policy)
+        if domain != domain_of(was, policy):
+            return None
+        nodes[position[name]] = now
+        by_state[_key(was.state)] -= 1
+        by_state[_key(now.state)] += 1
+        if domain not in domains:
+            domains.add(domain)
+            per_domain[domain] = Counter(per_domain[domain])
+        counts = per_domain[domain]
+        counts[was.state] -= 1
+        if not counts[was.state]:
+            del counts[was.state]
+        counts[now.state] += 1
+        unavailable += is_unavailable(now) - is_unavailable(was)
+    grouped = old.grouping.by_domain
+    by_domain = {d: [snapshot.nodes[n.name] for n in grouped[d]] if d in domains else grouped[d] for d in grouped}
+    in_progress = _merged([n.name for n in old.in_progress], touched, position, lambda n: n.state in IN_PROGRESS,
+                          snapshot)
+    watched = _merged(old.watched, touched, position, _watched, snapshot)
+    grouping = Grouping(old.order, by_domain, len(in_progress), unavailable)
+    return Census(nodes, grouping, by_state, per_domain, old.order, [snapshot.nodes[n] for n in in_progress],
+                  watched, position)
+
+
+def _merged(
+    names: list[str], touched: list[str], position: dict[str, int], keep: Callable[[NodeView], bool],
+    snapshot: Snapshot,
+) -> list[str]:
+    """`names` (in the managed order) without the touched nodes, and with those of them `keep` keeps."""
+    gone = set(touched)
+    out = [n for n in names if n not in gone] + [n for n in touched if keep(snapshot.nodes[n])]
+    return sorted(out, key=position.__getitem__)

@@ -16,6 +16,8 @@ did not start itself.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from upgrader.core.actions import Action, Annotate, Event, SetUnschedulable, Transition
 from upgrader.core.fleet import fleet
 from upgrader.core.machine import fire
@@ -107,24 +109,42 @@ def _to_judge(snapshot: Snapshot, managed: list[NodeView], skipped: list[NodeVie
     """The nodes detect must judge the long way, in name order: all but the quiet ones. Which are
     quiet is kept from pass to pass while no node changes (core/node_facts.py); only a clock in our
     future makes the time matter, and then each quiet node's clock is judged at `now`."""
-    loud, latest = derived(snapshot, "detect", lambda: _partition(snapshot, [*managed, *skipped]))
+    nodes = [*managed, *skipped]
+    known = derived(
+        snapshot, "detect", lambda: _partition(snapshot, nodes, None, None), lambda old, moved: _partition(
+            snapshot, nodes, old, moved)
+    )
+    latest = max(known.since.values(), default=None)
     if latest is None or latest - now <= FUTURE_TOLERANCE:
-        return loud
+        return [snapshot.nodes[name] for name in known.loud]
     facts = facts_of(snapshot)
-    return [n for n in sorted([*managed, *skipped], key=_name) if not _quiet(facts[n.name], now)]
+    return [n for n in sorted(nodes, key=_name) if not _quiet(facts[n.name], now)]
 
 
-def _partition(snapshot: Snapshot, nodes: list[NodeView]) -> tuple[list[NodeView], float | None]:
-    """The nodes that are not quiet at any time, and the latest clock among the quiet ones."""
+@dataclass(frozen=True)
+class _Partition:
+    loud: list[str]  # the nodes that are not quiet at any time, by name
+    since: dict[str, float]  # the quiet ones' clocks
+
+
+def _partition(snapshot: Snapshot, nodes: list[NodeView], old: _Partition | None, moved: set[str] | None) -> _Partition:
+    """Which nodes are loud, and the quiet ones' clocks: worked out again only for the nodes that
+    `moved` since `old` (every node without)."""
     facts = facts_of(snapshot)
-    loud, latest = [], None
-    for node in sorted(nodes, key=_name):
-        fact = facts[node.name]
+    if old is None or moved is None:
+        loud, since, judged = [], {}, [n.name for n in nodes]
+    else:
+        loud = [name for name in old.loud if name not in moved]
+        since = {name: at for name, at in old.since.items() if name not in moved}
+        present = {n.name for n in nodes}
+        judged = [name for name in moved if name in present]
+    for name in judged:
+        fact = facts[name]
         if not _quiet(fact, None):
-            loud.append(node)
-        elif fact.since is not None and (latest is None or fact.since > latest):
-            latest = fact.since
-    return loud, latest
+            loud.append(name)
+        elif fact.since is not None:
+            since[name] = fact.since
+    return _Partition(sorted(loud), since)
 
 
 def _name(node: NodeView) -> str:

@@ -19,29 +19,50 @@ class Fleet:
 
 
 def fleet(snapshot: Snapshot) -> Fleet:
-    known = derived(snapshot, "fleet", lambda: _fleet(snapshot))
-    return Fleet(list(known.managed), list(known.skipped), list(known.invalid))  # copies: callers may edit
+    known = derived(
+        snapshot, "fleet", lambda: _split(snapshot, None, None), lambda old, moved: _split(snapshot, old, moved)
+    )
+    return Fleet(list(known.fleet.managed), list(known.fleet.skipped), list(known.fleet.invalid))  # callers may edit
 
 
-def _fleet(snapshot: Snapshot) -> Fleet:
-    managed, skipped, invalid = [], [], []
+MANAGED, SKIPPED = "managed", "skipped"
+Part = tuple[str, str] | None  # (MANAGED, ""), (SKIPPED, ""), ("invalid", why), or not ours
+
+
+@dataclass(frozen=True)
+class _Split:
+    parts: dict[str, Part]  # every node, by name
+    fleet: Fleet
+
+
+def _split(snapshot: Snapshot, old: _Split | None, moved: set[str] | None) -> _Split:
+    """Each node's part, worked out again only for the nodes that `moved` since `old` (all without)."""
     facts = facts_of(snapshot)
-    for name in sorted(snapshot.nodes):
-        node = snapshot.nodes[name]
-        selecting = facts[name].selecting
-        # A node upgrader is working on stays its own, driver or not (its DaemonSet may have vanished).
-        ours = node.state in IN_PROGRESS or node.state is State.FAILED
-        if not (snapshot.driver_pods.get(node.name) or selecting or ours):
-            continue
-        if node.labels.get(SKIP_LABEL) == "true" and node.state not in IN_PROGRESS:
-            skipped.append(node.name)  # a node already in progress finishes first: never leave it cordoned
-        elif node.invalid:
-            invalid.append((node.name, node.invalid))
-        elif len(selecting) > 1:
-            invalid.append((node.name, conflicting_daemonsets(list(selecting))))
-        else:
-            managed.append(node)
-    return Fleet(managed, skipped, invalid)
+    if old is None or moved is None:
+        parts = {name: _part(snapshot.nodes[name], facts[name].selecting, snapshot) for name in sorted(snapshot.nodes)}
+    else:
+        parts = dict(old.parts)  # the same nodes (one came or went: `moved` is None), in name order
+        for name in moved:
+            parts[name] = _part(snapshot.nodes[name], facts[name].selecting, snapshot)
+    nodes = snapshot.nodes
+    managed = [nodes[name] for name, part in parts.items() if part is not None and part[0] == MANAGED]
+    skipped = [name for name, part in parts.items() if part is not None and part[0] == SKIPPED]
+    invalid = [(name, part[1]) for name, part in parts.items() if part is not None and part[0] == "invalid"]
+    return _Split(parts, Fleet(managed, skipped, invalid))
+
+
+def _part(node: NodeView, selecting: tuple[str, ...], snapshot: Snapshot) -> Part:
+    # A node upgrader is working on stays its own, driver or not (its DaemonSet may have vanished).
+    ours = node.state in IN_PROGRESS or node.state is State.FAILED
+    if not (snapshot.driver_pods.get(node.name) or selecting or ours):
+        return None
+    if node.labels.get(SKIP_LABEL) == "true" and node.state not in IN_PROGRESS:
+        return SKIPPED, ""  # a node already in progress finishes first: never leave it cordoned
+    if node.invalid:
+        return "invalid", node.invalid
+    if len(selecting) > 1:
+        return "invalid", conflicting_daemonsets(list(selecting))
+    return MANAGED, ""
 
 
 CONFLICTING_DAEMONSETS = "selected by"

@@ -33,7 +33,7 @@ from upgrader.core.states import (
 )
 from upgrader.core.steps import FUTURE_TOLERANCE, lost_clock
 from upgrader.core.timefmt import parse_or_none
-from upgrader.core.views import DriverSet, NodeView, PodView, Snapshot
+from upgrader.core.views import FOLDED, DriverSet, Folded, NodeView, PodView, Snapshot
 
 T = TypeVar("T")
 
@@ -61,11 +61,15 @@ class NodeFacts:
 class FactsCarry:
     """Facts kept between passes by the controller. `generation` moves whenever any node's facts
     were worked out again, a node came or went, or the DaemonSets changed: results derived from the
-    whole fleet's facts (the fleet split) are reused while it stands still."""
+    whole fleet's facts (the fleet split) are reused while it stands still, and updated from the
+    nodes that changed when the generations since are known (`changes`)."""
 
     driver_sets: tuple[DriverSet, ...] | None = None
     facts: dict[str, NodeFacts] = field(default_factory=dict)
     generation: int = 0
+    # generation -> the nodes whose facts it worked out again; None: a node came or went, or the
+    # DaemonSets changed (all is worked out again). The last KEPT_CHANGES generations only.
+    changes: dict[int, frozenset[str] | None] = field(default_factory=dict)
     derived: dict[str, tuple[int, object]] = field(default_factory=dict)  # name -> (generation, result)
     room: dict[str, tuple[NodeView, Sequence[PodView], dict[str, int]]] = field(default_factory=dict)  # capacity
     room_model: Room | None = None  # the last judging pass's (core/room.py), for the next to update
@@ -90,15 +94,38 @@ def carry_of(snapshot: Snapshot) -> FactsCarry | None:
     return snapshot.carry if isinstance(snapshot.carry, FactsCarry) else None
 
 
-def derived(snapshot: Snapshot, key: str, compute: Callable[[], T]) -> T:
+KEPT_CHANGES = 16
+
+
+def changed_since(carry: FactsCarry, generation: int) -> set[str] | None:
+    """The nodes whose facts changed after `generation`; None when that is not known."""
+    out: set[str] = set()
+    for step in range(generation + 1, carry.generation + 1):
+        names = carry.changes.get(step)
+        if names is None:
+            return None
+        out |= names
+    return out
+
+
+def derived(
+    snapshot: Snapshot, key: str, compute: Callable[[], T], update: Callable[[T, set[str]], T] | None = None
+) -> T:
     """A result worked out from the nodes, their driver pods and the DaemonSets alone (never the
-    policy or the time): kept on the snapshot, and in the carry while its generation stands."""
+    policy or the time), each node's part from that node alone: kept on the snapshot, and in the
+    carry while its generation stands; `update` makes it anew from the kept one and the nodes that
+    changed since, when those are known (tests/core/test_node_facts.py: the same as `compute`)."""
     if key in snapshot.memo:
         return cast(T, snapshot.memo[key])
     generation, carry = generation_of(snapshot), carry_of(snapshot)
     kept = carry.derived.get(key) if carry is not None else None
+    changed = changed_since(carry, kept[0]) if carry is not None and kept is not None and update else None
     if carry is not None and kept is not None and kept[0] == generation:
         value = cast(T, kept[1])
+    elif update is not None and kept is not None and changed is not None:
+        value = update(cast(T, kept[1]), changed)
+        assert carry is not None
+        carry.derived[key] = (carry.generation, value)
     else:
         value = compute()
         if carry is not None:
@@ -113,15 +140,27 @@ def _refresh(snapshot: Snapshot, carry: FactsCarry | None) -> dict[str, NodeFact
     sets = tuple(snapshot.driver_sets)
     if carry.driver_sets != sets:
         carry.driver_sets, carry.facts = sets, {}
-    previous, out, changed = carry.facts, {}, len(carry.facts) != len(snapshot.nodes)
-    empty: list[PodView] = []
-    for name, node in snapshot.nodes.items():
-        kept = previous.get(name)
-        if kept is None or kept.node is not node or not _same(kept, snapshot.driver_pods.get(name, empty)):
-            kept, changed = derive(snapshot, node), True
-        out[name] = kept
-    if changed:
+    previous, out, whole = carry.facts, {}, len(carry.facts) != len(snapshot.nodes)
+    moved: set[str] = set()
+    folded = snapshot.memo.get(FOLDED)
+    if isinstance(folded, Folded) and folded.facts is previous and folded.driver_pods is snapshot.driver_pods:
+        out = dict(previous)  # the pass's own writes changed these nodes' views, nothing else
+        for name in folded.nodes:
+            out[name] = derive(snapshot, snapshot.nodes[name])
+        moved.update(folded.nodes)
+    else:
+        empty: list[PodView] = []
+        for name, node in snapshot.nodes.items():
+            kept = previous.get(name)
+            if kept is None or kept.node is not node or not _same(kept, snapshot.driver_pods.get(name, empty)):
+                whole = whole or kept is None
+                kept = derive(snapshot, node)
+                moved.add(name)
+            out[name] = kept
+    if whole or moved:
         carry.generation += 1
+        carry.changes[carry.generation] = None if whole else frozenset(moved)
+        carry.changes.pop(carry.generation - KEPT_CHANGES, None)
     carry.facts = out
     return out
 

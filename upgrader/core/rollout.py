@@ -52,7 +52,7 @@ from upgrader.core.states import (
 )
 from upgrader.core.steps import STEPS, Blocked, StepPlan, clock_set_by_hand, entry_annotations, keep_cordoned
 from upgrader.core.timefmt import parse_or_none, rfc3339
-from upgrader.core.views import NodeView, Snapshot
+from upgrader.core.views import FOLDED, Folded, NodeView, Snapshot
 
 CLEAR_BLOCK: dict[str, str | None] = {BLOCKED_KIND: None, BLOCKED_REASON: None, BLOCKED_SINCE: None}
 
@@ -368,8 +368,10 @@ def fail(node: NodeView, kind: str, reason: str, now: float, ready_driver: str |
 
 
 def project(snapshot: Snapshot, applied: Iterable[Action]) -> Snapshot:
-    """The snapshot with successfully applied node writes folded in."""
+    """The snapshot with successfully applied node writes folded in; it remembers which nodes it
+    changed, so their facts alone are worked out again (core/node_facts.py)."""
     nodes = dict(snapshot.nodes)
+    applied = list(applied)
     for action in applied:
         if isinstance(action, Transition) and action.node in nodes:
             nodes[action.node] = nodes[action.node].with_changes(action.target, action.annotations)
@@ -379,4 +381,7 @@ def project(snapshot: Snapshot, applied: Iterable[Action]) -> Snapshot:
             # A recovery's cordon: the steps that follow in the same pass must not cordon it again.
             changed = nodes[action.node].with_changes(None, action.record)
             nodes[action.node] = replace(changed, unschedulable=action.unschedulable)
-    return replace(snapshot, nodes=nodes)
+    folded = replace(snapshot, nodes=nodes)
+    touched = {a.node for a in applied if isinstance(a, Transition | Annotate | SetUnschedulable) and a.node in nodes}
+    folded.memo[FOLDED] = Folded(snapshot.memo.get("facts"), snapshot.driver_pods, frozenset(touched))
+    return folded

@@ -192,6 +192,19 @@ class Snapshot:
         return next((d for d in self.driver_sets if d.namespace == pod.namespace and d.name == pod.owner_name), None)
 
 
+FOLDED = "folded"  # Snapshot.memo key: a pass's own writes made this snapshot from another
+
+
+@dataclass(frozen=True)
+class Folded:
+    """What `rollout.project` changed: the nodes it gave new views, in a snapshot whose driver pods
+    and DaemonSets are the other's; with the other's node facts (None: not worked out)."""
+
+    facts: Any
+    driver_pods: dict[str, list[PodView]]
+    nodes: frozenset[str]
+
+
 # ----- JSON -> views ---------------------------------------------------------------------------
 
 
