@@ -217,6 +217,47 @@ def test_a_budgets_new_status_reaches_the_next_pass_by_the_watch_and_only_its_vi
     assert all(again[k] is first[k] for k in first if k != key), "the others are the views built before"
 
 
+class DroppingApi(ScriptedApi):
+    """The second watch's stream breaks before it delivers anything (the connection closed)."""
+
+    def __init__(self, cluster: EmulatedCluster) -> None:
+        super().__init__(cluster)
+        self.versions: list[str] = []
+
+    def watch(self, path: str, version: str, timeout: int, selector: str | None = None) -> Iterator[Obj]:
+        self.watches += 1
+        self.versions.append(version)
+        if self.watches == 2:
+            raise ConnectionResetError("the API server closed the connection")
+        return self.real.watch(path, version, timeout, selector)
+
+
+def test_a_dropped_stream_is_resumed_from_the_copys_version_without_listing_again(cluster: EmulatedCluster) -> None:
+    dropping = DroppingApi(cluster)
+    informer: Informer[NodeView] = Informer(dropping, "/api/v1/nodes", node_view)  # type: ignore[arg-type]
+    informer.step()
+    held = informer.position()
+    relabel(cluster, "gpu-b-01", "upgrade-required")  # while the stream is down
+    with pytest.raises(ConnectionResetError):
+        informer.step()
+    assert informer.entries() is None, "while the watch is down passes LIST"
+    informer.step()  # the watch resumes where the copy was, and brings what it missed
+    assert dropping.lists == 1, "not listed again: 15,000 nodes or every GPU pod of the fleet"
+    assert dropping.versions[1:] == [str(held), str(held)]
+    assert states(informer)["gpu-b-01"] == "upgrade-required"
+
+
+def test_a_copy_distrusted_while_its_stream_is_down_is_listed_again(cluster: EmulatedCluster) -> None:
+    dropping = DroppingApi(cluster)
+    informer: Informer[NodeView] = Informer(dropping, "/api/v1/nodes", node_view)  # type: ignore[arg-type]
+    informer.step()
+    with pytest.raises(ConnectionResetError):
+        informer.step()
+    informer.distrust("a driver pod the copy holds is not on the server")
+    informer.step()
+    assert dropping.lists == 2, "a copy the pass found contradicted is replaced by a full list"
+
+
 class EmptyStreams:
     """A server whose watches end at once with nothing in them (a proxy cutting streams)."""
 

@@ -102,6 +102,10 @@ class Informer(Generic[V]):
         self._seeding = False  # see seed_from_first_list
         self._given: Mapping[str, V] = {}  # views a pass built of the list it hands over (absorb)
         self._changed: set[str] | None = None  # keys changed since the last `read`; None: all may have
+        # A dropped stream (the connection closed, no answer): the copy is kept, unsynced,
+        # and the next WATCH resumes from its resourceVersion, as client-go's reflector does; only
+        # 410 Gone, a distrusted copy or another error make the next step LIST the collection again.
+        self._resume = False
 
     # ----- what a pass reads ------------------------------------------------------------------------
 
@@ -175,9 +179,9 @@ class Informer(Generic[V]):
         went back in time (restored), and its watches may say nothing of it. The copy is not read
         again until a full list replaces it (see `absorb` and `step`)."""
         with self._lock:
-            if self._synced:
+            if self._synced or self._resume:
                 log.warning("%s: %s (restored from an older state?): listing again", self.path, why)
-                self._synced = False
+                self._synced = self._resume = False
 
     def position(self) -> int | None:
         """The resourceVersion the copy has followed the history to (None: cannot tell)."""
@@ -270,7 +274,7 @@ class Informer(Generic[V]):
             except ApiError as exc:
                 self._lost(exc)
             except (OSError, ValueError, urllib3.exceptions.HTTPError) as exc:  # a dropped stream
-                log.debug("watch %s lost (%s); listing again", self.path, exc)
+                log.debug("watch %s lost (%s); resuming from resourceVersion %s", self.path, exc, self._version)
             except Exception as exc:  # an informer thread must never die silently
                 self._trouble_is(f"watch {self.path} failed ({type(exc).__name__}: {exc}); listing again")
             self.wait(stop, self.backoff.next())
@@ -279,8 +283,9 @@ class Informer(Generic[V]):
         """LIST if not synced, then follow one WATCH from the last version until the stream ends (its
         timeout; in process, once it has delivered what is queued). A 410 Gone or a failure raises
         and leaves the informer unsynced, so the next step lists again."""
+        listing = not self._synced and not (self._resume and self._version)
         try:
-            if not self._synced:
+            if listing:
                 self._relist()
             events = self.api.watch(self.path, self._version, self.timeout_seconds, self.label_selector)
             self._watching()
@@ -288,12 +293,18 @@ class Informer(Generic[V]):
                 if stop is not None and stop.is_set():
                     return
                 self.apply(event)
-        except BaseException:
-            self._synced = False
+        except BaseException as exc:
+            with self._lock:
+                self._synced = False
+                self._resume = not listing and _dropped(exc)  # a LIST that failed is made again
             raise
 
     def _watching(self) -> None:
-        """The watch is open: the API server answers, and the next failure backs off from the start."""
+        """The watch is open: the API server answers, and the next failure backs off from the start.
+        Resumed after a dropped stream, the copy is read again: the watch brings what it missed."""
+        with self._lock:
+            if self._resume:
+                self._synced, self._resume = True, False
         self.backoff.reset()
         self._trouble = None
         reachability: Reachability | None = getattr(self.api, "reachability", None)  # test doubles lack it
@@ -367,6 +378,14 @@ class Informer(Generic[V]):
     def _trouble_is(self, line: str) -> None:
         (log.debug if line == self._trouble else log.warning)("%s", line)
         self._trouble = line
+
+
+def _dropped(exc: BaseException) -> bool:
+    """The stream broke, or no answer came: the copy stands, the watch resumes from it. An answer
+    (410 Gone, 504 Too large resource version after a restore, 403, ...) makes the informer list."""
+    if isinstance(exc, ApiError):
+        return exc.status == 0
+    return isinstance(exc, OSError | ValueError | urllib3.exceptions.HTTPError)
 
 
 def start(informers: Iterable[Informer[Any]], stop: threading.Event) -> list[threading.Thread]:
