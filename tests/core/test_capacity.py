@@ -8,7 +8,7 @@ import pytest
 
 from upgrader.core.capacity import free_capacity, room_by_node, shortage
 from upgrader.core.placement import Taint, Toleration, affinity_admits, gpu_requests, untolerated
-from upgrader.core.room import Room
+from upgrader.core.room import Room, RoomMemo
 from upgrader.core.views import NodeView, PodView, node_view, pod_view
 
 
@@ -138,9 +138,9 @@ def test_the_room_kept_between_passes_is_the_room_worked_out_again() -> None:
     view and its pods are the very objects it came from."""
     nodes = {n.name: n for n in (node("a"), node("b"), node("c", gpus=4))}
     on = {"a": [pod("p", "a", {"nvidia.com/gpu": "3"})], "b": [pod("q", "b", {"nvidia.com/gpu": "8"})]}
-    memo: dict[str, Any] = {}
+    memo = RoomMemo()
     assert room_by_node(nodes, on, memo) == room_by_node(nodes, on)
-    kept = {name: entry[2] for name, entry in memo.items()}
+    kept = dict(memo.room)
     again = room_by_node(nodes, on, memo)
     assert all(again[n] is kept[n] for n in nodes), "the same objects: the same answers, not worked out"
     on = {**on, "a": [*on["a"], pod("r", "a", {"nvidia.com/gpu": "2"})]}  # a new list: a pod came
@@ -154,7 +154,7 @@ def test_the_room_kept_between_passes_is_the_room_worked_out_again() -> None:
 def test_room_by_node_with_a_memo_names_the_nodes_whose_room_may_have_moved() -> None:
     a, b, c = node("a"), node("b"), node("c")
     pods = {"a": [pod("p", "a", {"nvidia.com/gpu": "2"})], "b": []}
-    memo: dict[str, Any] = {}
+    memo = RoomMemo()
     first: set[str] = set()
     assert room_by_node({"a": a, "b": b}, pods, memo, first) == {
         "a": {"nvidia.com/gpu": 6}, "b": {"nvidia.com/gpu": 8}}

@@ -19,10 +19,12 @@ outage of that workload.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from itertools import compress, repeat
+from operator import is_not, or_
 
 from upgrader.core.findings import BLOCKING, WARNING, Finding
 from upgrader.core.gpupods import GpuClaims, gpu_pods
-from upgrader.core.room import Room
+from upgrader.core.room import Room, RoomMemo
 from upgrader.core.views import NodeView, PodView
 
 KIND = "insufficient-gpu-capacity"
@@ -58,10 +60,6 @@ def evicted_gpu_pods(pods: Iterable[PodView], claims: GpuClaims) -> list[PodView
     return [p for p in gpu_pods(list(pods), claims) if not p.mirror and p.owner_kind != "DaemonSet"]
 
 
-# node -> (its view, its pods, its free_capacity): kept by the controller between passes
-RoomMemo = dict[str, tuple[NodeView, Sequence[PodView], dict[str, int]]]
-
-
 def room_by_node(
     nodes: Mapping[str, NodeView],
     pods_by_node: Mapping[str, Sequence[PodView]],
@@ -72,27 +70,34 @@ def room_by_node(
     once per node judged. With `memo` (the controller's, between passes), a node whose view and pods
     are the very objects of the last pass keeps its answer (the watch-fed copies hand the same
     objects out until they change, and lists are never changed in place); the others, and those
-    that left the memo, are added to `changed`."""
+    that came or went, are added to `changed`. The returned mapping is the memo's: not to be changed."""
     if memo is None:
         return {n: free_capacity(node, pods_by_node.get(n, ())) for n, node in nodes.items() if node.allocatable}
-    empty: Sequence[PodView] = ()
-    room, kept, moved, came = {}, {}, changed if changed is not None else set(), 0
-    for name, node in nodes.items():
-        if not node.allocatable:
-            continue
-        pods = pods_by_node.get(name, empty)
-        last = memo.get(name)
-        if last is None or last[0] is not node or last[1] is not pods:
-            came += last is None
-            last = (node, pods, free_capacity(node, pods))
-            moved.add(name)
-        kept[name] = last
-        room[name] = last[2]
-    if len(kept) - came != len(memo):  # some of the memo's nodes are gone
-        moved.update(name for name in memo if name not in kept)
-    memo.clear()
-    memo.update(kept)
+    same = len(nodes) == len(memo.names) and nodes.keys() == memo.known  # the same nodes, in any order
+    names = memo.names if same else list(nodes)  # in the memo's order: compared object by object, in C
+    views = list(map(nodes.__getitem__, names))
+    pods = list(map(pods_by_node.get, names, repeat(_NONE)))
+    if same:
+        moved = set(compress(names, map(or_, map(is_not, views, memo.views), map(is_not, pods, memo.pods))))
+        room = dict(memo.room)
+        for name in moved:
+            node = nodes[name]
+            if node.allocatable:
+                room[name] = free_capacity(node, pods_by_node.get(name, _NONE))
+            else:
+                room.pop(name, None)
+    else:
+        moved = {*names, *memo.names}
+        room = {n: free_capacity(node, pods_by_node.get(n, _NONE)) for n, node in nodes.items() if node.allocatable}
+    if not same:
+        memo.names, memo.known = names, frozenset(names)
+    memo.views, memo.pods, memo.room = views, pods, room
+    if changed is not None:
+        changed.update(moved)
     return room
+
+
+_NONE: Sequence[PodView] = ()
 
 
 def shortage(

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from operator import is_
 from typing import TypeVar, cast
 
-from upgrader.core.room import Room
+from upgrader.core.room import Room, RoomMemo
 from upgrader.core.states import (
     BLOCKED_KIND,
     FAILED_AT,
@@ -71,7 +71,7 @@ class FactsCarry:
     # DaemonSets changed (all is worked out again). The last KEPT_CHANGES generations only.
     changes: dict[int, frozenset[str] | None] = field(default_factory=dict)
     derived: dict[str, tuple[int, object]] = field(default_factory=dict)  # name -> (generation, result)
-    room: dict[str, tuple[NodeView, Sequence[PodView], dict[str, int]]] = field(default_factory=dict)  # capacity
+    room: RoomMemo = field(default_factory=RoomMemo)  # each node's free room (capacity.room_by_node)
     room_model: Room | None = None  # the last judging pass's (core/room.py), for the next to update
 
 

@@ -23,6 +23,7 @@ import itertools
 import json
 from bisect import bisect_left, insort
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from upgrader.core.placement import may_land
@@ -56,6 +57,18 @@ def _read_keys(pod: PodView) -> tuple[tuple[str, ...], bool]:
 
 def _available(node: NodeView) -> bool:
     return bool(node.allocatable) and node.ready and not node.unschedulable
+
+
+@dataclass
+class RoomMemo:
+    """Each node's free room as the last judging pass worked it out, kept by the controller
+    (`capacity.room_by_node`): the nodes in order, their views and pod lists, and their room."""
+
+    names: list[str] = field(default_factory=list)
+    known: frozenset[str] = frozenset()  # the same names
+    views: list[NodeView] = field(default_factory=list)
+    pods: list[Sequence[PodView]] = field(default_factory=list)
+    room: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class Room:
