@@ -241,6 +241,8 @@ def test_a_dropped_stream_is_resumed_from_the_copys_version_without_listing_agai
     with pytest.raises(ConnectionResetError):
         informer.step()
     assert informer.entries() is None, "while the watch is down passes LIST"
+    kept = informer.entries(resuming=True)  # what the room judgement reads meanwhile (kube/room_copy.py)
+    assert kept is not None and kept["gpu-b-01"].view.state is None
     informer.step()  # the watch resumes where the copy was, and brings what it missed
     assert dropping.lists == 1, "not listed again: 15,000 nodes or every GPU pod of the fleet"
     assert dropping.versions[1:] == [str(held), str(held)]

@@ -118,19 +118,23 @@ class Informer(Generic[V]):
         """The resourceVersion the copy is at (what the next watch continues from)."""
         return self._version
 
-    def entries(self) -> dict[str, Entry[V]] | None:
-        """A copy of the held objects, or None while not synced (the pass must LIST)."""
+    def entries(self, resuming: bool = False) -> dict[str, Entry[V]] | None:
+        """A copy of the held objects, or None while not synced (the pass must LIST). `resuming`:
+        also while the watch resumes after a dropped stream (the copy kept, seconds behind)."""
         with self._lock:
-            return dict(self._entries) if self._synced else None
+            return dict(self._entries) if self._readable(resuming) else None
 
-    def read(self) -> tuple[dict[str, Entry[V]], set[str] | None] | None:
+    def read(self, resuming: bool = False) -> tuple[dict[str, Entry[V]], set[str] | None] | None:
         """`entries()`, and the keys added, changed or deleted since the last `read` (None: the copy
         was replaced whole since, or this is the first read), for work kept from pass to pass."""
         with self._lock:
-            if not self._synced:
+            if not self._readable(resuming):
                 return None
             changed, self._changed = self._changed, set()
             return dict(self._entries), changed
+
+    def _readable(self, resuming: bool) -> bool:
+        return self._synced or (resuming and self._resume and bool(self._version))
 
     # ----- what the controller tells it -------------------------------------------------------------
 

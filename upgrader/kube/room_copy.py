@@ -62,8 +62,11 @@ def fleet_gpu_pods(
 ) -> dict[str, list[PodView]] | None:
     """The copy's GPU pods by node (`groups`, updated from what changed since the last read: a node
     whose GPU pods did not change keeps its very list), on the fleet's nodes the pass did not list
-    afresh; None while the copy is not synced (the pass then LISTs every pod, as without it)."""
-    read = copy.read()
+    afresh; None while the copy is not synced (the pass then LISTs every pod, as without it). While
+    its watch resumes after a dropped stream the kept copy is read: the room is an estimate the
+    scheduler has the last word on, and a copy some seconds behind judges it as one a watch's
+    delay behind does, where a LIST of every pod of the fleet costs seconds and GiBs."""
+    read = copy.read(resuming=True)
     if read is None:
         return None
     entries, changed = read  # only_viewed: every entry held has a view
@@ -75,6 +78,6 @@ def fleet_gpu_pods(
 
 def claiming_pods(copy: Informer[PodView | None], groups: PodsByNode, on: Mapping[str, object]) -> list[PodView]:
     """Of the pods `fleet_gpu_pods` just grouped, those on `on` that hold a ResourceClaim."""
-    held = copy.entries() or {}
+    held = copy.entries(resuming=True) or {}
     found = (held.get(key) for key in groups.claiming)
     return [e.view for e in found if e is not None and e.view is not None and e.view.node in on]
