@@ -16,8 +16,9 @@ from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache
 from upgrader.kube.informer import Informer
 from upgrader.kube.room_copy import gpu_pods_copy
-from upgrader.kube.snapshot import take
+from upgrader.kube.snapshot import fleet_pods, read_fleet_pods, take
 from upgrader.sim.cluster import EmulatedCluster
+from upgrader.sim.fleets.builders import add_dra_pod
 from upgrader.sim.fleets.scenarios import build
 
 Obj = dict[str, Any]
@@ -321,3 +322,20 @@ def test_the_gpu_pods_copy_lists_in_pages_holds_only_gpu_pods_and_wakes_only_for
     now = {pod_view(p).key for p in cluster.store.objects(cluster.type("pods")) if pod_view(p).gpus > 0}
     assert wakes and set(copy.entries() or {}) == now, "a GPU pod gone (and its controller's new one): woken"
     assert (copy.entries() or {})[pod_view(one).key].version != held[pod_view(one).key].version, "recreated"
+
+
+def test_the_room_from_the_gpu_pods_copy_is_the_room_from_a_list_of_every_pod(cluster: EmulatedCluster) -> None:
+    """snapshot.fleet_pods under wait: the copy's GPU pods by node, and the ResourceClaims they hold
+    (read because a pod holds one), are what a LIST of every pod gives."""
+    add_dra_pod(cluster, "gpu-a-01")
+    api = api_for(cluster)
+    cache = ClusterCache(api, Settings(), lambda: None, room=True)
+    assert cache.gpu_pods is not None
+    cache.gpu_pods.step()
+    nodes = {n["metadata"]["name"]: node_view(n) for n in cluster.store.objects(cluster.type("nodes"))}
+    listed = {"gpu-b-01": []}  # a node the pass lists afresh: not from the copy
+    copied, claims = fleet_pods(api, cache, nodes, listed)
+    everyone, listed_claims = read_fleet_pods(api, nodes, listed)
+    gpu = {n: sorted(p.key for p in ps if p.gpus > 0 or p.gpu_requests or p.claims) for n, ps in everyone.items()}
+    assert {n: sorted(p.key for p in ps) for n, ps in copied.items()} == {n: ks for n, ks in gpu.items() if ks}
+    assert claims == listed_claims and claims == {"ml-training/dra-train-gpu": True}

@@ -89,7 +89,6 @@ def room_by_node(
     else:
         moved = {*names, *memo.names}
         room = {n: free_capacity(node, pods_by_node.get(n, _NONE)) for n, node in nodes.items() if node.allocatable}
-    if not same:
         memo.names, memo.known = names, frozenset(names)
     memo.views, memo.pods, memo.room = views, pods, room
     if changed is not None:

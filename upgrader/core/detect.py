@@ -135,7 +135,9 @@ def _partition(snapshot: Snapshot, nodes: list[NodeView], old: _Partition | None
         loud, since, judged = [], {}, [n.name for n in nodes]
     else:
         loud = [name for name in old.loud if name not in moved]
-        since = {name: at for name, at in old.since.items() if name not in moved}
+        since = dict(old.since)  # copied in C; the moved nodes' clocks go, then come back if still quiet
+        for name in moved:
+            since.pop(name, None)
         present = {n.name for n in nodes}
         judged = [name for name in moved if name in present]
     for name in judged:

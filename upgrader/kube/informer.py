@@ -134,7 +134,12 @@ class Informer(Generic[V]):
             return dict(self._entries), changed
 
     def _readable(self, resuming: bool) -> bool:
-        return self._synced or (resuming and self._resume and bool(self._version))
+        return self._synced or (resuming and self._resumable)
+
+    @property
+    def _resumable(self) -> bool:
+        """A dropped stream left the copy, and the version its watch resumes from."""
+        return self._resume and bool(self._version)
 
     # ----- what the controller tells it -------------------------------------------------------------
 
@@ -287,7 +292,7 @@ class Informer(Generic[V]):
         """LIST if not synced, then follow one WATCH from the last version until the stream ends (its
         timeout; in process, once it has delivered what is queued). A 410 Gone or a failure raises
         and leaves the informer unsynced, so the next step lists again."""
-        listing = not self._synced and not (self._resume and self._version)
+        listing = not self._synced and not self._resumable
         try:
             if listing:
                 self._relist()

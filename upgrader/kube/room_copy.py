@@ -59,25 +59,20 @@ def gpu_pods_copy(api: KubeApi, on_change: Callable[[], None]) -> Informer[PodVi
 
 def fleet_gpu_pods(
     copy: Informer[PodView | None], groups: PodsByNode, nodes: Mapping[str, NodeView], listed: Mapping[str, object]
-) -> dict[str, list[PodView]] | None:
+) -> tuple[dict[str, list[PodView]], list[PodView]] | None:
     """The copy's GPU pods by node (`groups`, updated from what changed since the last read: a node
     whose GPU pods did not change keeps its very list), on the fleet's nodes the pass did not list
-    afresh; None while the copy is not synced (the pass then LISTs every pod, as without it). While
-    its watch resumes after a dropped stream the kept copy is read: the room is an estimate the
-    scheduler has the last word on, and a copy some seconds behind judges it as one a watch's
-    delay behind does, where a LIST of every pod of the fleet costs seconds and GiBs."""
+    afresh, and those of them that hold a ResourceClaim; None while the copy is not synced (the
+    pass then LISTs every pod, as without it). While its watch resumes after a dropped stream the
+    kept copy is read: the room is an estimate the scheduler has the last word on, and a copy some
+    seconds behind judges it as one a watch's delay behind does, where a LIST of every pod of the
+    fleet costs seconds and GiBs."""
     read = copy.read(resuming=True)
     if read is None:
         return None
-    entries, changed = read  # only_viewed: every entry held has a view
-    by_node = groups.group(cast(dict[str, Entry[PodView]], entries), changed, True)  # a new dict
+    entries, changed = cast(tuple[dict[str, Entry[PodView]], set[str] | None], read)  # only_viewed: all viewed
+    by_node = groups.group(entries, changed, True)  # a new dict
     for node in [*listed, *(by_node.keys() - nodes.keys())]:  # set arithmetic in C: no walk over the fleet
         by_node.pop(node, None)
-    return by_node
-
-
-def claiming_pods(copy: Informer[PodView | None], groups: PodsByNode, on: Mapping[str, object]) -> list[PodView]:
-    """Of the pods `fleet_gpu_pods` just grouped, those on `on` that hold a ResourceClaim."""
-    held = copy.entries(resuming=True) or {}
-    found = (held.get(key) for key in groups.claiming)
-    return [e.view for e in found if e is not None and e.view is not None and e.view.node in on]
+    claiming = [entries[key].view for key in groups.claiming if entries[key].view.node in by_node]
+    return by_node, claiming

@@ -30,7 +30,7 @@ from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache, node_metadata, watch_paths
 from upgrader.kube.informer import Entry, Informer, object_key, version_of
 from upgrader.kube.pod_groups import PodsByNode
-from upgrader.kube.room_copy import claiming_pods, fleet_gpu_pods
+from upgrader.kube.room_copy import fleet_gpu_pods
 
 Obj = dict[str, Any]
 V = TypeVar("V")
@@ -188,9 +188,10 @@ def fleet_pods(
     synced (kube/room_copy.py), else every pod in one LIST; and the GPU claims they hold."""
     copy = cache.gpu_pods if cache is not None else None
     copied = fleet_gpu_pods(copy, cache.gpu_pods_by_node, nodes, listed) if cache and copy else None
-    if copied is None or cache is None or copy is None:
+    if copied is None:
         return read_fleet_pods(api, nodes, listed)
-    return copied, read_gpu_claims(api, claiming_pods(copy, cache.gpu_pods_by_node, copied))
+    by_node, claiming = copied
+    return by_node, read_gpu_claims(api, claiming)
 
 
 def read_fleet_pods(
