@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from upgrader.controller.settings import Settings, load_policy, load_settings
 from upgrader.core.input_errors import printable
-from upgrader.inputs import LEDGER_MAX_BYTES, MIB, PROFILES_MAX_BYTES, ConfigError, read_bounded
+from upgrader.inputs import LEDGER_MAX_BYTES, MIB, PROFILES_MAX_BYTES, ConfigError, collector_paused, read_bounded
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -147,7 +147,16 @@ def demo(args: argparse.Namespace) -> int:
 
 
 def plan(args: argparse.Namespace) -> int:
-    """Read-only: exit 0 without blocking findings, 1 with, 2 on bad input."""
+    """Read-only: exit 0 without blocking findings, 1 with, 2 on bad input.
+
+    One bounded piece of work over a decoded cluster, so the cyclic collector is held off for all of
+    it: at 5,000 nodes it otherwise traced the growing heap for two thirds of the wall time.
+    """
+    with collector_paused():
+        return _plan(args)
+
+
+def _plan(args: argparse.Namespace) -> int:
     from upgrader.commands import plan_source
     from upgrader.commands.planview import render_plan
     from upgrader.core.compat import parse_floors, parse_version

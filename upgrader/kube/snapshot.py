@@ -3,10 +3,8 @@ node being worked on."""
 
 from __future__ import annotations
 
-import gc
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from upgrader.core.gpupods import GpuClaims, claim_index
@@ -25,6 +23,7 @@ from upgrader.core.views import (
     pdb_view,
     pod_view,
 )
+from upgrader.inputs import collector_paused
 from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache, node_metadata, watch_paths
@@ -87,25 +86,6 @@ def parse_acknowledged(text: str | None) -> dict[str, str]:
     if not isinstance(value, dict):
         return {}
     return {str(k): v for k, v in value.items() if isinstance(v, str)}
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Hold off Python's cyclic garbage collector while a pass reads and parses the cluster.
-
-    Decoding every node and driver pod allocates millions of dicts, lists and strings, and the
-    collector, triggered by allocation counts, would trace the growing heap over and over: about a
-    third of a pass's CPU time at 5,000 nodes (bench/README.md). Parsed JSON holds no reference
-    cycles, so reference counting frees it all the same; the collector resumes afterwards.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def take(
