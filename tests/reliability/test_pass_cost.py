@@ -45,12 +45,16 @@ class Fleet:
             self.controller.cache = ClusterCache(watch_api, self.controller.settings, lambda: None, room=room)
         self.run_pass()  # the first pass writes the rollout status; later ones only read while idle
 
-    def run_pass(self) -> list[RequestRecord]:
+    def catch_up(self) -> None:
+        """The watch-fed copies, if any, take in what the cluster holds now."""
         cache = self.controller.cache
         if cache is not None:
             for informer in (cache.nodes, cache.driver_pods, cache.pdbs, cache.gpu_pods):
                 if informer is not None:
                     informer.step()
+
+    def run_pass(self) -> list[RequestRecord]:
+        self.catch_up()
         before = len(self.cluster.requests)
         report = self.controller.reconcile()
         assert report.error is None and report.status["phase"] == "Paused"

@@ -111,11 +111,7 @@ def test_a_pass_with_the_copy_costs_what_changed_not_the_fleet(policy: dict[str,
         fleet = Fleet(nodes, cached=True, policy=policy_from_mapping(policy))
         fleet.run_pass()  # the first pass listed afresh; this one, the first from the copy, builds what is carried
         fleet.put_in_progress(in_progress, "wait-for-jobs-required")
-        cache = fleet.controller.cache
-        assert cache is not None
-        for informer in (cache.nodes, cache.driver_pods, cache.pdbs, cache.gpu_pods):
-            if informer is not None:
-                informer.step()
+        fleet.catch_up()
         counted.append(calls_in_upgrader(fleet.controller.reconcile))
     small, large = counted
     per_node = (large - small) / (SIZES[1] - SIZES[0])
