@@ -9,11 +9,11 @@ from typing import IO, Any
 
 from upgrader.sim.apiserver.api import Dispatcher
 from upgrader.sim.apiserver.backup import Backup
-from upgrader.sim.apiserver.clock import Clock, RealClock, VirtualClock
+from upgrader.sim.apiserver.clock import Clock, RealClock, VirtualClock, rfc3339
 from upgrader.sim.apiserver.faults import FaultPlan, RequestLog, RequestRecord
 from upgrader.sim.apiserver.http import EmulatorHTTPServer
 from upgrader.sim.apiserver.kubeconfig import write_kubeconfig
-from upgrader.sim.apiserver.registry import ResourceType, crd_types
+from upgrader.sim.apiserver.registry import BUILTIN_TYPES, ResourceType, crd_types
 from upgrader.sim.apiserver.store import Store
 from upgrader.sim.apiserver.watch import Change
 from upgrader.sim.controllers.daemonsets import DaemonSetController
@@ -118,11 +118,36 @@ class EmulatedCluster:
     def _register_crds(self, change: Change) -> None:
         if change.key != ("apiextensions.k8s.io", "customresourcedefinitions"):
             return
+        if change.type != "DELETED":
+            self.store.registry.serve_crd(change.new)
+            if change.type == "ADDED":
+                self._establish(change.new)
+            return
+        builtin = {t.key for t in BUILTIN_TYPES}
         for rtype in crd_types(change.new):
-            if change.type == "DELETED":
+            if rtype.key not in builtin:
                 self.store.registry.remove(rtype.group, rtype.version, rtype.plural)
-            elif self.store.registry.lookup(rtype.group, rtype.version, rtype.plural) is None:
-                self.store.registry.add(rtype)
+
+    def _establish(self, crd: Obj) -> None:
+        """Its names accepted and its types served at once, as the conditions say
+        (`kubectl wait --for=condition=Established crd/<name>`)."""
+        stamp = rfc3339(self.store.clock.now())
+
+        def conditions(obj: Obj) -> None:
+            status = obj.setdefault("status", {})
+            status["acceptedNames"] = (obj.get("spec") or {}).get("names") or {}
+            versions = (obj.get("spec") or {}).get("versions") or ()
+            status["storedVersions"] = [v["name"] for v in versions if v.get("storage")]
+            status["conditions"] = [
+                {"type": kind, "status": "True", "reason": reason, "message": message, "lastTransitionTime": stamp}
+                for kind, reason, message in (
+                    ("NamesAccepted", "NoConflicts", "no conflicts found"),
+                    ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+                )
+            ]
+
+        rtype = self.store.type("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        self.store.mutate(rtype, None, crd["metadata"]["name"], conditions)
 
     # ----- serving --------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from upgrader.sim.apiserver import errors
 from upgrader.sim.apiserver.events_v1 import stored_form
-from upgrader.sim.apiserver.registry import ResourceType, crd_types
+from upgrader.sim.apiserver.registry import ResourceType
 from upgrader.sim.parts import ClusterParts
 
 Obj = dict[str, Any]
@@ -73,10 +73,7 @@ def load(cluster: ClusterParts, objects: Iterable[Obj], bulk: bool = True) -> in
 
 
 def _register(cluster: ClusterParts, crd: Obj) -> None:
-    registry = cluster.store.registry
-    for rtype in crd_types(crd):
-        if registry.lookup(rtype.group, rtype.version, rtype.plural) is None:
-            registry.add(rtype)
+    cluster.store.registry.serve_crd(crd)
 
 
 def settle(cluster: ClusterParts, new_jobs: Iterable[Obj] = ()) -> None:

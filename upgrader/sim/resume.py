@@ -58,6 +58,5 @@ def _sync_crds(cluster: ClusterParts) -> None:
     builtin = {(t.group, t.version, t.plural) for t in BUILTIN_TYPES}
     for key in [k for k in registry.types if k not in builtin and k not in wanted]:
         registry.remove(*key)
-    for key, rtype in wanted.items():
-        if registry.lookup(*key) is None:
-            registry.add(rtype)
+    for crd in crds:
+        registry.serve_crd(crd)

@@ -13,7 +13,7 @@ from email.utils import formatdate
 from typing import Any
 from urllib.parse import parse_qs
 
-from upgrader.sim.apiserver import errors, tables
+from upgrader.sim.apiserver import errors, printer_columns, tables
 from upgrader.sim.apiserver.discovery import discovery_document
 from upgrader.sim.apiserver.events_v1 import EventsV1View, is_view
 from upgrader.sim.apiserver.eviction import evict
@@ -46,7 +46,7 @@ class Response:
     headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": JSON})
     watcher: Watcher | None = None  # a watch: stream events from here
     watch_timeout: float = 1800.0
-    watch_table: str | None = None  # kind to render each event's object as a Table
+    watch_table: ResourceType | None = None  # the type whose Table each event's object is rendered as
     drop: bool = False  # an injected dropped connection: send nothing
 
 
@@ -216,6 +216,8 @@ class Dispatcher:
         objects = self._objects(rtype)
         accept = req.headers.get("accept", "")
         wanted = params.get("resourceVersion") or "0"
+        # A custom resource's unknown fields are refused, not pruned, when the client asks (kubectl does).
+        strict = rtype.custom and params.get("fieldValidation") == "Strict"
         if verb in ("list", "get") and wanted != "0" and parse_resource_version(wanted) > store.resource_version:
             # Not reached yet (a client that saw a server since restored from an older backup).
             raise errors.too_large_resource_version(int(wanted), store.resource_version)
@@ -237,8 +239,8 @@ class Dispatcher:
                 return Response(
                     200,
                     encode(
-                        tables.render(
-                            rtype.kind,
+                        printer_columns.render(
+                            rtype,
                             result.items,
                             store.clock.now(),
                             list_meta,
@@ -272,7 +274,7 @@ class Dispatcher:
                 headers={"Content-Type": JSON, "Transfer-Encoding": "chunked"},
                 watcher=watcher,
                 watch_timeout=timeout,
-                watch_table=rtype.kind if tables.wants_table(accept) else None,
+                watch_table=rtype if tables.wants_table(accept) else None,
             )
         assert target.name is not None or verb in ("create", "deletecollection")
         if verb == "get":
@@ -281,8 +283,8 @@ class Dispatcher:
                 return Response(
                     200,
                     encode(
-                        tables.render(
-                            rtype.kind, [obj], store.clock.now(), {}, params.get("includeObject", "Metadata")
+                        printer_columns.render(
+                            rtype, [obj], store.clock.now(), {}, params.get("includeObject", "Metadata")
                         )
                     ),
                 )
@@ -292,16 +294,24 @@ class Dispatcher:
                 raise errors.bad_request("request body must be a JSON object")
             if target.subresource == "eviction":
                 return Response(201, encode(evict(store, target.namespace or "", target.name or "", body)))
+            if strict:
+                return Response(201, encode(store.create(rtype, target.namespace, body, strict=True)))
             return Response(201, encode(objects.create(rtype, target.namespace, body)))
         if verb == "update":
             if not isinstance(body, dict):
                 raise errors.bad_request("request body must be a JSON object")
+            if strict:
+                replaced = store.replace(rtype, target.namespace, target.name or "", body, target.subresource, True)
+                return Response(200, encode(replaced))
             return Response(
                 200,
                 encode(objects.replace(rtype, target.namespace, target.name or "", body, target.subresource)),
             )
         if verb == "patch":
             ctype = req.headers.get("content-type", "")
+            if strict:
+                patched = store.patch(rtype, target.namespace, target.name or "", ctype, body, target.subresource, True)
+                return Response(200, encode(patched))
             return Response(
                 200,
                 encode(
@@ -348,12 +358,12 @@ class Dispatcher:
 
     # ----- watch events ---------------------------------------------------------------------
 
-    def watch_line(self, event: str, obj: Obj, table_kind: str | None) -> bytes:
+    def watch_line(self, event: str, obj: Obj, table_type: ResourceType | None) -> bytes:
         """One line of a watch stream."""
         payload = obj
-        if table_kind is not None and event != "ERROR":  # an ERROR carries a Status as it is
-            payload = tables.render(
-                table_kind,
+        if table_type is not None and event != "ERROR":  # an ERROR carries a Status as it is
+            payload = printer_columns.render(
+                table_type,
                 [obj],
                 self.store.clock.now(),
                 {"resourceVersion": obj["metadata"].get("resourceVersion", "")},

@@ -30,7 +30,7 @@ class _FakeHTTPResponse:
         headers: dict[str, str],
         data: bytes,
         watcher: Any = None,
-        table: str | None = None,
+        table: Any = None,  # the ResourceType whose Table each event is rendered as
     ) -> None:
         self._dispatcher = dispatcher
         self.status = status

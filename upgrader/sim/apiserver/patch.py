@@ -199,9 +199,17 @@ def json_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
     return result
 
 
-def apply_patch(content_type: str, target: dict[str, Any], patch: Any) -> dict[str, Any]:
-    """Dispatch on the request's Content-Type."""
+def apply_patch(content_type: str, target: dict[str, Any], patch: Any, custom: bool = False) -> dict[str, Any]:
+    """Dispatch on the request's Content-Type. A custom resource has no patch strategies to merge
+    by, so kube-apiserver refuses strategic merge for it (415), naming the formats it takes."""
     media = content_type.split(";")[0].strip()
+    if custom and media == STRATEGIC:
+        raise ApiError(
+            415,
+            f"the body of the request was in an unknown format - accepted media types include: "
+            f"{JSON_PATCH}, {MERGE}, {APPLY}",
+            reason="UnsupportedMediaType",
+        )
     if media == MERGE:
         if not isinstance(patch, dict):
             raise ApiError(400, "merge patch body must be a JSON object")

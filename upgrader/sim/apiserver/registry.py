@@ -21,6 +21,15 @@ class ResourceType:
     verbs: tuple[str, ...] = ALL_VERBS
     subresources: tuple[str, ...] = ()  # "status", ...
     list_kind: str = ""
+    # A custom resource's: its version's openAPIV3Schema (None: built in, or no schema) and
+    # additionalPrinterColumns, as the CRD gives them. Not part of the type's identity.
+    schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    printer_columns: tuple[dict[str, Any], ...] = field(default=(), compare=False, hash=False)
+
+    @property
+    def custom(self) -> bool:
+        """Served from a CustomResourceDefinition (strategic merge patch is refused, as for CRs)."""
+        return self.schema is not None
 
     @property
     def api_version(self) -> str:
@@ -190,6 +199,14 @@ class Registry:
     def remove(self, group: str, version: str, plural: str) -> None:
         self.types.pop((group, version, plural), None)
 
+    def serve_crd(self, crd: dict[str, Any]) -> None:
+        """Serve a CustomResourceDefinition's types (an update replaces their schema and columns);
+        a type the emulator builds in (NVIDIA's, whose CRDs fleet dumps carry) stays built in."""
+        builtin = {t.key for t in BUILTIN_TYPES}
+        for rtype in crd_types(crd):
+            if rtype.key not in builtin:
+                self.add(rtype)
+
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self.types.get((group, version, plural))
 
@@ -229,6 +246,8 @@ def crd_types(crd: dict[str, Any]) -> list[ResourceType]:
                 singular=names.get("singular", ""),
                 short_names=tuple(names.get("shortNames") or ()),
                 subresources=("status",) if (version.get("subresources") or {}).get("status") is not None else (),
+                schema=((version.get("schema") or {}).get("openAPIV3Schema")) or {"type": "object"},
+                printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
             )
         )
     return out

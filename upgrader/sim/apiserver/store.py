@@ -19,6 +19,7 @@ from typing import Any
 from upgrader.sim.apiserver import deletion, errors
 from upgrader.sim.apiserver.backup import Backup
 from upgrader.sim.apiserver.clock import Clock, RealClock, rfc3339
+from upgrader.sim.apiserver.crd_schema import admit
 from upgrader.sim.apiserver.listing import Key, ListQuery, ListResult, equality_value, parse_selectors, select_page
 from upgrader.sim.apiserver.patch import apply_patch
 from upgrader.sim.apiserver.podutil import PodIndex
@@ -133,9 +134,11 @@ class Store:
 
     # ----- writes ---------------------------------------------------------------------------
 
-    def create(self, rtype: ResourceType, namespace: str | None, body: Obj) -> Obj:
+    def create(self, rtype: ResourceType, namespace: str | None, body: Obj, strict: bool = False) -> Obj:
+        """POST; `strict`: the request's fieldValidation=Strict (an unknown field of a custom
+        resource is refused, not pruned)."""
         with self.lock:
-            return self._create(rtype, namespace, copy.deepcopy(body), restore=False)
+            return self._create(rtype, namespace, copy.deepcopy(body), restore=False, strict=strict)
 
     def restore(self, rtype: ResourceType, namespace: str | None, obj: Obj) -> Obj:
         """Store an object as a dump holds it (bulk loads): a uid and creationTimestamp it carries
@@ -143,7 +146,9 @@ class Store:
         with self.lock:
             return self._create(rtype, namespace, obj, restore=True)
 
-    def _create(self, rtype: ResourceType, namespace: str | None, obj: Obj, restore: bool) -> Obj:
+    def _create(self, rtype: ResourceType, namespace: str | None, obj: Obj, restore: bool, strict: bool = False) -> Obj:
+        if rtype.custom:
+            obj = admit(rtype, obj, strict)
         m = meta(obj)
         place(rtype, namespace, m, lambda ns: self.find(self.type("", "v1", "namespaces"), "", ns) is not None)
         if not m.get("name"):
@@ -169,6 +174,7 @@ class Store:
         name: str,
         body: Obj,
         subresource: str | None = None,
+        strict: bool = False,
     ) -> Obj:
         """PUT: a stale metadata.resourceVersion is a 409 Conflict."""
         with self.lock:
@@ -177,7 +183,7 @@ class Store:
             if body_meta.get("name", name) != name:
                 raise errors.bad_request("the name of the object does not match the name on the URL")
             check_resource_version(rtype, name, current, body_meta.get("resourceVersion"))
-            return self._write_over(rtype, current, copy.deepcopy(body), subresource)
+            return self._write_over(rtype, current, copy.deepcopy(body), subresource, strict)
 
     def patch(
         self,
@@ -187,14 +193,15 @@ class Store:
         content_type: str,
         patch: Any,
         subresource: str | None = None,
+        strict: bool = False,
     ) -> Obj:
         with self.lock:
             current = self.get(rtype, namespace, name)
-            patched = apply_patch(content_type, current, patch)
+            patched = apply_patch(content_type, current, patch, custom=rtype.custom)
             # A resourceVersion the patch leaves in the object is a precondition, whichever patch
             # format put it there (merge, strategic, or a JSON patch `replace`).
             check_resource_version(rtype, name, current, (patched.get("metadata") or {}).get("resourceVersion"))
-            return self._write_over(rtype, current, patched, subresource)
+            return self._write_over(rtype, current, patched, subresource, strict)
 
     def mutate(
         self, rtype: ResourceType, namespace: str | None, name: str, change: Callable[[Obj], None]
@@ -210,8 +217,12 @@ class Store:
                 return current
             return self._write_over(rtype, current, updated, "internal")
 
-    def _write_over(self, rtype: ResourceType, current: Obj, new: Obj, subresource: str | None) -> Obj:
+    def _write_over(
+        self, rtype: ResourceType, current: Obj, new: Obj, subresource: str | None, strict: bool = False
+    ) -> Obj:
         new = written_over(rtype, current, new, subresource)
+        if rtype.custom:
+            new = admit(rtype, new, strict)
         if new == current:
             return current
         if new["metadata"].get("labels") != current["metadata"].get("labels"):

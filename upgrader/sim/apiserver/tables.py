@@ -310,7 +310,7 @@ def wants_table(accept: str) -> bool:
     return "as=Table" in accept
 
 
-def _row_object(obj: Obj, include: str) -> Obj | None:
+def row_object(obj: Obj, include: str) -> Obj | None:
     if include == "None":
         return None
     if include == "Object":
@@ -323,7 +323,7 @@ def render(kind: str, items: list[Obj], now: float, list_meta: Obj, include: str
     rows = []
     for obj in items:
         row: Obj = {"cells": cells(obj, now)}
-        row_obj = _row_object(obj, include)
+        row_obj = row_object(obj, include)
         if row_obj is not None:
             row["object"] = row_obj
         rows.append(row)

@@ -64,7 +64,7 @@ def stamp_created(rtype: ResourceType, obj: Obj, uid: str, created: str) -> None
     m["creationTimestamp"] = created
     for transient in TRANSIENT_METADATA:
         m.pop(transient, None)
-    if "spec" in obj or rtype.kind in GENERATION_KINDS:
+    if "spec" in obj or rtype.kind in GENERATION_KINDS or rtype.custom:
         m["generation"] = 1
 
 
@@ -94,6 +94,14 @@ def written_over(rtype: ResourceType, current: Obj, new: Obj, subresource: str |
         else:
             new.pop("status", None)
     if "generation" in cur_meta:
-        changed = new.get("spec") != current.get("spec")
+        changed = _generational(rtype, new) != _generational(rtype, current)
         new["metadata"]["generation"] = cur_meta["generation"] + (1 if changed else 0)
     return new
+
+
+def _generational(rtype: ResourceType, obj: Obj) -> Any:
+    """What a change of bumps `metadata.generation`: the spec; for a custom resource everything but
+    metadata and status, as kube-apiserver counts it for CRs."""
+    if not rtype.custom:
+        return obj.get("spec")
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
