@@ -44,13 +44,15 @@ def test_kustomize_renders_everything(rendered: dict[str, dict[str, Any]]) -> No
         "ServiceMonitor/upgrader",
         "PrometheusRule/upgrader",
         "ConfigMap/upgrader-dashboard",
+        "CustomResourceDefinition/driverrollouts.gpu-upgrader.io",
     }
     assert rendered["ConfigMap/upgrader-dashboard"]["metadata"]["labels"]["grafana_dashboard"] == "1"
-    # The policy ConfigMap's name carries a content hash, so a policy change rolls the Deployment.
-    policy = [k for k in rendered if k.startswith("ConfigMap/upgrader-policy-")]
-    assert len(policy) == 1 and "policy.yaml" in rendered[policy[0]]["data"]
-    volumes = rendered["Deployment/upgrader"]["spec"]["template"]["spec"]["volumes"]
-    assert {"name": "policy", "configMap": {"name": policy[0].split("/", 1)[1]}} in volumes
+    # The intent is the DriverRollout object, applied once its CRD is established (deploy/rollout.yaml):
+    # a spec change takes effect at the next pass, with no policy ConfigMap to roll the Deployment.
+    assert not [k for k in rendered if k.startswith(("ConfigMap/upgrader-policy", "DriverRollout/"))]
+    args = rendered["Deployment/upgrader"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    rollout = yaml.safe_load((ROOT / "deploy" / "rollout.yaml").read_text())
+    assert args[:3] == ["run", "--rollout", rollout["metadata"]["name"]]
 
 
 @pytest.mark.kubectl
@@ -68,8 +70,6 @@ def test_deployment_is_hardened_and_highly_available(rendered: dict[str, dict[st
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
-    policy_mount = next(m for m in container["volumeMounts"] if m["name"] == "policy")
-    assert policy_mount["readOnly"] is True
     env = {e["name"]: e for e in container["env"]}
     assert env["UPGRADER_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from upgrader.controller.intent import RolloutIntent
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
 from upgrader.core.actions import Event
@@ -74,6 +75,14 @@ def _mixed_owners(cluster: EmulatedCluster) -> None:
         )
 
 
+def install_rollout(cluster: EmulatedCluster, spec: dict[str, object], name: str = "default") -> None:
+    """deploy/crd.yaml, and a DriverRollout with `spec`."""
+    crds = cluster.type("customresourcedefinitions", "apiextensions.k8s.io")
+    cluster.store.create(crds, None, yaml.safe_load((ROOT / "deploy" / "crd.yaml").read_text()))
+    body = {"apiVersion": "gpu-upgrader.io/v1alpha1", "kind": "DriverRollout", "metadata": {"name": name}, "spec": spec}
+    cluster.store.create(cluster.type("driverrollouts", "gpu-upgrader.io", "v1alpha1"), None, body)
+
+
 def run_controller(scenario: str, seconds: int, dra: bool = False, mixed_owners: bool = False) -> list[RequestRecord]:
     cluster = EmulatedCluster.virtual()
     build(cluster, scenario)
@@ -86,14 +95,15 @@ def run_controller(scenario: str, seconds: int, dra: bool = False, mixed_owners:
     api = KubeApi(cluster.client(), sleep=lambda _: None)
     clock = cluster.store.clock.now
     elector = LeaderElector(api, NAMESPACE, settings.lease_name, settings.identity, 15, clock)
-    policy = policy_from_mapping(
-        {
-            "maxParallelUpgrades": 2,
-            "maxUnavailable": "50%",
-            "drain": {"enable": True, "podSelector": "app=api-gateway", "deleteEmptyDir": True},
-        }
-    )
-    controller = Controller(api, policy, settings, clock, elector)
+    spec = {
+        "maxParallelUpgrades": 2,
+        "maxUnavailable": "50%",
+        "drain": {"enable": True, "podSelector": "app=api-gateway", "deleteEmptyDir": True},
+    }
+    # As deploy/ runs it: the intent is the DriverRollout object (`run --rollout default`).
+    install_rollout(cluster, spec)
+    controller = Controller(api, policy_from_mapping(spec), settings, clock, elector)
+    controller.intent = RolloutIntent(api, "default", settings)
     for _ in range(seconds):
         controller.reconcile()
         cluster.advance(1.0)
@@ -141,4 +151,6 @@ def test_the_run_exercised_the_interesting_calls(requests: list[RequestRecord]) 
         ("list", "resourceclaims", ""),
         ("update", "leases", ""),
         ("watch", "nodes", ""),
+        ("get", "driverrollouts", ""),
+        ("patch", "driverrollouts", "status"),
     } <= kinds

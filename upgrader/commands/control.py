@@ -1,5 +1,7 @@
-"""`upgrader pause`, `resume` and `acknowledge`: the operators' intent, in the control ConfigMap
-(`gpu-driver-upgrade-control`, beside the status), which only people and these commands write.
+"""`upgrader pause`, `resume` and `acknowledge`: the operators' intent, in the DriverRollout's spec
+(`spec.paused`, `spec.acknowledgedFailures`: RBAC on driverrollouts says who may), or where the
+cluster has no rollout object (`run --policy FILE`), in the control ConfigMap
+(`gpu-driver-upgrade-control`, beside the status). Only people and these commands write either.
 
 `resume` only unpauses. `acknowledge` names each failure it acknowledges by the node and the failure
 as the controller recorded it (`gpu-upgrader.io/failed-at`, copied as text): a later failure of the
@@ -13,8 +15,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from upgrader.commands.status import Refused, _given, _guarded, locate, read_status
-from upgrader.controller.settings import Settings
+from upgrader.commands.status import Refused, _given, _guarded, find_rollout, locate, read_status
+from upgrader.controller.settings import CONTROLLER_NAMESPACES, Settings, load_settings
 from upgrader.core.states import FAILED_AT, FAILED_REASON, FAILED_STATE, STATE_LABEL, State
 from upgrader.inputs import UsageError
 
@@ -56,8 +58,40 @@ def _settings(api: KubeApi, args: argparse.Namespace) -> Settings:
     return settings
 
 
+def _spec(api: KubeApi, obj: dict[str, Any], spec: dict[str, Any]) -> str:
+    """Merge `spec` into the rollout object's, guarded by the resourceVersion it was read at (a
+    concurrent change is a 409, said, not overwritten); the object's name, as kubectl prints it."""
+    from upgrader.core.rollout_object import object_name
+    from upgrader.kube.api import MERGE
+    from upgrader.kube.rollout_object import rollout_path
+
+    meta = obj["metadata"]
+    patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": spec}
+    api.patch(rollout_path(str(meta["name"])), patch, MERGE)
+    return object_name(str(meta["name"]))
+
+
+def _legacy_resume(api: KubeApi, args: argparse.Namespace) -> None:
+    """A pause an older upgrader kept in its control ConfigMap ends with the object's (the controller
+    carries it over until then: docs/operations.md#migrating-from-the-status-configmap)."""
+    from upgrader.kube.snapshot import control_path
+
+    settings = load_settings(namespace=args.namespace)
+    namespaces = [settings.namespace] if _given(args) else list(CONTROLLER_NAMESPACES)
+    for namespace in namespaces:
+        where = settings.model_copy(update={"namespace": namespace})
+        data = (api.get(control_path(where)) or {}).get("data") or {}
+        if data.get("paused") == "true":
+            _write(api, where, {"paused": "false"})
+            print(f"resumed the pause carried over from configmap {namespace}/{where.control_configmap}")
+
+
 def pause(args: argparse.Namespace) -> int:
     def change(api: KubeApi) -> int:
+        obj = find_rollout(api, args)
+        if obj is not None:
+            print(f"paused: no new node starts ({_spec(api, obj, {'paused': True})} spec.paused)")
+            return 0
         settings = _settings(api, args)
         _write(api, settings, {"paused": "true"})
         print(f"paused: no new node starts (configmap {settings.namespace}/{settings.control_configmap})")
@@ -70,15 +104,21 @@ def resume(args: argparse.Namespace) -> int:
     def change(api: KubeApi) -> int:
         from upgrader.kube.snapshot import status_path
 
-        settings = _settings(api, args)
-        _write(api, settings, {"paused": "false"})
-        # An older CLI kept the pause (and a clock-stamped acknowledgement) in the status: gone too.
-        status = (api.get(status_path(settings)) or {}).get("data") or {}
-        if "paused" in status or "resumedAt" in status:
-            api.patch(status_path(settings), {"data": {"paused": None, "resumedAt": None}})
+        obj = find_rollout(api, args)
+        if obj is not None:
+            _spec(api, obj, {"paused": False})
+            _legacy_resume(api, args)
+            acknowledged = _acknowledged_on(obj)
+        else:
+            settings = _settings(api, args)
+            _write(api, settings, {"paused": "false"})
+            # An older CLI kept the pause (and a clock-stamped acknowledgement) in the status: gone too.
+            status = (api.get(status_path(settings)) or {}).get("data") or {}
+            if "paused" in status or "resumedAt" in status:
+                api.patch(status_path(settings), {"data": {"paused": None, "resumedAt": None}})
+            acknowledged = _acknowledged(api, settings)
         failed = _failed_nodes(api)
         print("resumed: new nodes may start; failures are not acknowledged by resume")
-        acknowledged = _acknowledged(api, settings)
         waiting = [n for n in failed if acknowledged.get(n["name"]) != n["failed_at"]]
         if waiting:
             names = ", ".join(n["name"] for n in waiting)
@@ -93,7 +133,8 @@ def acknowledge(args: argparse.Namespace) -> int:
         raise UsageError("acknowledge: name the failed nodes, or give --all (not both)")
 
     def change(api: KubeApi) -> int:
-        settings = _settings(api, args)
+        obj = find_rollout(api, args)
+        settings = _settings(api, args) if obj is None else None
         failed = {n["name"]: n for n in _failed_nodes(api)}
         wanted = sorted(failed) if args.all else list(dict.fromkeys(args.nodes))
         if not wanted:
@@ -106,9 +147,14 @@ def acknowledge(args: argparse.Namespace) -> int:
                     f"node {name} has no failure recorded yet ({FAILED_AT}): the controller records it on its next "
                     "pass (nothing written)"
                 )
-        current = {k: v for k, v in _acknowledged(api, settings).items() if k in failed}  # drop recovered nodes
+        kept = _acknowledged_on(obj) if obj is not None else _acknowledged(api, settings) if settings else {}
+        current = {k: v for k, v in kept.items() if k in failed}  # drop recovered nodes
         current.update({name: failed[name]["failed_at"] for name in wanted})
-        _write(api, settings, {"acknowledged": json.dumps(current, sort_keys=True)})
+        if obj is not None:
+            listed = [{"node": node, "failedAt": at} for node, at in sorted(current.items())]
+            _spec(api, obj, {"acknowledgedFailures": listed})
+        elif settings is not None:
+            _write(api, settings, {"acknowledged": json.dumps(current, sort_keys=True)})
         for name in wanted:
             node = failed[name]
             where = f" in {node['state']}" if node["state"] else ""
@@ -116,6 +162,12 @@ def acknowledge(args: argparse.Namespace) -> int:
         return 0
 
     return _guarded("acknowledge", change, args)
+
+
+def _acknowledged_on(obj: dict[str, Any]) -> dict[str, str]:
+    from upgrader.core.rollout_object import read_intent
+
+    return dict(read_intent(str(obj["metadata"]["name"]), obj).acknowledged)
 
 
 def _acknowledged(api: KubeApi, settings: Settings) -> dict[str, str]:

@@ -116,6 +116,66 @@ def read_status(api: KubeApi, settings: Settings, given: bool) -> dict[str, Any]
     return status
 
 
+def find_rollout(api: KubeApi, args: argparse.Namespace) -> dict[str, Any] | None:
+    """The DriverRollout these commands act on: `--rollout` (or UPGRADER_ROLLOUT), else the only one
+    the cluster has (said on stderr); None where it has none or does not serve the CRD, and the
+    ConfigMaps of `run --policy` are read instead. Several, none named: refused (exit 2)."""
+    from upgrader.core.rollout_object import RESOURCE, object_name
+    from upgrader.kube.rollout_object import GROUP_VERSION_PATH, read_rollout
+    from upgrader.kube.rollout_object import RolloutMissing as Missing
+
+    name = getattr(args, "rollout", None) or os.environ.get("UPGRADER_ROLLOUT")
+    if name:
+        try:
+            return read_rollout(api, name)
+        except Missing as exc:
+            raise Refused(str(exc)) from None
+    if api.get(GROUP_VERSION_PATH) is None:
+        return None
+    items = api.list(f"{GROUP_VERSION_PATH}/driverrollouts").get("items", [])
+    if len(items) > 1:
+        names = ", ".join(sorted(str(i["metadata"]["name"]) for i in items))
+        raise ConfigError(f"{len(items)} {RESOURCE} ({names}): say which with --rollout (or UPGRADER_ROLLOUT)")
+    if not items:
+        return None
+    only = object_name(items[0]["metadata"]["name"])
+    print(f"upgrader: {only} (the only rollout; --rollout chooses)", file=sys.stderr)
+    return dict(items[0])
+
+
+def rollout_settings(args: argparse.Namespace, obj: dict[str, Any]) -> Settings:
+    """Where the object's controller keeps its Lease: as its status says (`lease`), else -n or the default."""
+    settings = load_settings(namespace=args.namespace)
+    lease = str((obj.get("status") or {}).get("lease") or "")
+    if "/" in lease and not _given(args):
+        namespace, name = lease.split("/", 1)
+        return settings.model_copy(update={"namespace": namespace, "lease_name": name})
+    return settings
+
+
+def rollout_report(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object's status as `read_status` gives the ConfigMap's: Refused when no controller wrote one."""
+    from upgrader.core.rollout_object import object_name
+
+    status = obj.get("status") or {}
+    report = dict(status.get("report") or {})
+    name = object_name(str(obj["metadata"]["name"]))
+    if not report.get("phase"):
+        if status.get("phase") == "Invalid":  # never a valid spec: the status says why, and nothing more
+            report = {"phase": "Invalid", "message": str(status.get("message", ""))}
+            report["updated_at"] = status.get("updatedAt")
+        else:
+            raise Refused(f"no rollout status on {name} (has the controller run yet?)")
+    report["paused"] = ((obj.get("spec") or {}).get("paused") is True) or report.get("paused") is True
+    report["rollout"] = {
+        "name": name,
+        "generation": (obj.get("metadata") or {}).get("generation"),
+        "observedGeneration": status.get("observedGeneration"),
+        "conditions": status.get("conditions") or [],
+    }
+    return report
+
+
 def read_controller(api: KubeApi, settings: Settings, now: float) -> ControllerSeen:
     from upgrader.kube.api import ApiError
 
@@ -177,11 +237,12 @@ def status(args: argparse.Namespace) -> int:
     """Exit 0 while a controller holds the Lease; 1 when none does (said first), or nothing to show."""
 
     def show(api: KubeApi) -> int:
-        settings = locate(api, args)
+        obj = find_rollout(api, args)
+        settings = rollout_settings(args, obj) if obj is not None else locate(api, args)
         given = _given(args)
         if args.watch:
-            return _watch(api, settings, given, args.output)
-        current = read_status(api, settings, given)
+            return _watch(api, settings, given, args.output, obj)
+        current = rollout_report(obj) if obj is not None else read_status(api, settings, given)
         now = api.server_clock.now()  # ages and the Lease's freshness on the API server's clock
         controller = read_controller(api, settings, now)
         warning = controller.warning(now)
@@ -193,11 +254,18 @@ def status(args: argparse.Namespace) -> int:
     return _guarded("read status", show, args)
 
 
-def _watch(api: KubeApi, settings: Settings, given: bool, output: str) -> int:
+def _watch(api: KubeApi, settings: Settings, given: bool, output: str, obj: dict[str, Any] | None = None) -> int:
     """Redraw every WATCH_SECONDS until Ctrl-C, which is how a watch ends (exit 0)."""
+    from upgrader.kube.rollout_object import RolloutMissing, read_rollout
+
     try:
         while True:
-            current = read_status(api, settings, given)
+            if obj is not None:
+                try:
+                    obj = read_rollout(api, str(obj["metadata"]["name"]))
+                except RolloutMissing as exc:
+                    raise Refused(str(exc)) from None
+            current = rollout_report(obj) if obj is not None else read_status(api, settings, given)
             now = api.server_clock.now()
             _frame(current, read_controller(api, settings, now), output, now)
             time.sleep(WATCH_SECONDS)

@@ -12,19 +12,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from upgrader.controller.alert_source import PrometheusAlerts
-from upgrader.controller.preflight_source import PreflightSource
+from upgrader.controller.intent import RolloutIntent
+from upgrader.controller.preflight_source import PreflightFiles, PreflightSource
 from upgrader.controller.settings import Settings
 from upgrader.core.actions import Action, Event, Outcome, Result, Transition
 from upgrader.core.events import waiting_line
 from upgrader.core.node_facts import FactsCarry
 from upgrader.core.policy import OnInsufficientCapacity, Policy
 from upgrader.core.reconcile import reconcile
+from upgrader.core.timefmt import rfc3339
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.apply import Applier
 from upgrader.kube.cache import ClusterCache
 from upgrader.kube.events import EventRecorder
 from upgrader.kube.leader import LeaderElector
 from upgrader.kube.reachability import Backoff
+from upgrader.kube.rollout_object import RolloutMissing
 from upgrader.kube.snapshot import take
 
 log = logging.getLogger("upgrader")
@@ -152,6 +155,18 @@ class Controller:
         self.carry = FactsCarry()
         # `upgrader run` (its own process) sets it: once every copy has listed, the heap is frozen.
         self.freeze_heap = False
+        # `run --rollout NAME`: the DriverRollout object, read every pass (controller/intent.py);
+        # None: the policy given at start, and the control ConfigMap (`run --policy FILE`).
+        self.intent: RolloutIntent | None = None
+
+    def adopt(self, policy: Policy, files: PreflightFiles) -> None:
+        """Act on `policy` from this pass on (a spec generation the rollout object put in force)."""
+        old_gate, gate = self.policy.alert_gate, policy.alert_gate
+        self.policy = policy
+        if gate != old_gate:  # a new Prometheus to ask, or none: its own connection pool
+            self.alerts = PrometheusAlerts(gate) if gate is not None else None
+        if self.preflight is not None:
+            self.preflight = PreflightSource(self.api, policy, self.clock, files)
 
     def reconcile(self) -> PassReport:
         """One pass. Never sleeps on the cluster: waits are states with start times on the nodes."""
@@ -200,17 +215,34 @@ class Controller:
         (log.warning if waiting.get("runbook") else log.info)(line)
 
     def _pass(self) -> PassReport:
-        now, cache = self.clock(), self.cache
+        now, cache, intent = self.clock(), self.cache, self.intent
+        if intent is not None:
+            try:
+                intent.read()
+            except RolloutMissing as exc:  # nothing is started without the intent; said once per change
+                return PassReport(acted=False, error=str(exc))
         room = self.policy.gpu_capacity.on_insufficient is OnInsufficientCapacity.WAIT
-        snapshot, raw_nodes = take(self.api, self.settings, cache, self.fresh_reads, room)
+        control = intent.control() if intent is not None else None
+        snapshot, raw_nodes = take(self.api, self.settings, cache, self.fresh_reads, room, control)
         self.fresh_reads = False
         snapshot.carry = self.carry
+        if intent is not None:
+            intent.judge(snapshot, self.adopt)
+            snapshot.control = intent.control()
+            if intent.in_force is None:  # no valid spec ever: only the object's status is written
+                return self._status_only(intent)
         if self.alerts is not None:
             snapshot.alerts = self.alerts.read()  # no retry inside the pass: the next pass asks again
         observe = cache.observe if cache is not None else None
-        writer = _Writer(self, Applier(self.api, self.settings, raw_nodes, now, observe, self.events))
+        applier = Applier(self.api, self.settings, raw_nodes, now, observe, self.events, intent is None)
+        writer = _Writer(self, applier)
         preflight = self.preflight.read(snapshot, self.policy) if self.preflight is not None else None
         result = reconcile(snapshot, self.policy, now, writer.apply, preflight)
+        if intent is not None and writer.may_write():
+            try:
+                intent.write(result.status)
+            except ApiError as exc:
+                writer.errors.append(f"status of {intent.label}: {exc}")
         if self.freeze_heap and cache is not None and cache.synced:
             freeze_heap()
             self.freeze_heap = False
@@ -223,6 +255,14 @@ class Controller:
             stale=writer.stale,
             error="; ".join(writer.errors) or None,  # a denied or failed write counts as a failed pass
         )
+
+    def _status_only(self, intent: RolloutIntent) -> PassReport:
+        """The pass of a rollout whose spec was never valid: its status says why, nothing else moves."""
+        report = {"phase": "Invalid", "message": intent.problem or "", "updated_at": rfc3339(self.clock())}
+        writer = _Writer(self, Applier(self.api, self.settings, {}, self.clock()))
+        if writer.may_write():
+            intent.write(report)
+        return PassReport(acted=not writer.closed, status=report, error=intent.problem)
 
     def run(self, stop: threading.Event, wake: threading.Event | None = None) -> None:
         """Reconcile until `stop` is set: on `wake` (watch events) or every requeue interval; after a

@@ -46,8 +46,11 @@ class Applier:
         now: float,
         observe: Callable[[Obj], None] | None = None,
         events: EventRecorder | None = None,
+        status_configmap: bool = True,
     ) -> None:
         self.api = api
+        # False under a rollout object: the pass's status goes on the object (controller/intent.py).
+        self.status_configmap = status_configmap
         self.settings = settings
         self.nodes = nodes  # latest node objects we hold
         self.now = now
@@ -167,7 +170,8 @@ class Applier:
         self.events.record(action, node_uid, self.now)
 
     def _status(self, action: WriteStatus) -> None:
-        write_status(self.api, self.settings, action.status)
+        if self.status_configmap:
+            write_status(self.api, self.settings, action.status)
 
 
 def write_status(api: KubeApi, settings: Addresses, status: Any) -> None:

@@ -94,6 +94,7 @@ def take(
     cache: ClusterCache | None = None,
     fresh: bool = False,
     room: bool = False,
+    control: Control | None = None,
 ) -> tuple[Snapshot, dict[str, Obj]]:
     """The snapshot, and the raw node objects (the adapter builds guarded patches from them).
 
@@ -102,14 +103,20 @@ def take(
     `room` (gpuCapacity.onInsufficient: wait): the snapshot can read every node's pods too, in one LIST,
     when the pass first judges a start against the room its evicted GPU pods would find
     (`Snapshot.fleet_pods`): a pass that starts nothing (paused, halted, outside a window, no free
-    slot) never reads them.
+    slot) never reads them. `control`: the operators' intent when it comes from elsewhere than the
+    control ConfigMap (the rollout object), which is then not read.
     """
     with collector_paused():
-        return _take(api, settings, cache, fresh, room)
+        return _take(api, settings, cache, fresh, room, control)
 
 
 def _take(
-    api: KubeApi, settings: Addresses, cache: ClusterCache | None, fresh: bool, room: bool = False
+    api: KubeApi,
+    settings: Addresses,
+    cache: ClusterCache | None,
+    fresh: bool,
+    room: bool = False,
+    control: Control | None = None,
 ) -> tuple[Snapshot, dict[str, Obj]]:
     ns = settings.driver_namespace
     (nodes_path, _), (pods_path, pods_selector), (budgets_path, _) = watch_paths(settings)
@@ -123,7 +130,7 @@ def _take(
     pod_entries, changed = _read(api, pods_path, pods_selector, pod_view, cache.driver_pods if cache else None, fresh)
     budget_entries, _ = _read(api, budgets_path, None, pdb_view, cache.pdbs if cache else None, fresh)
     pdbs = [e.view for e in budget_entries.values() if e.view is not None]
-    control = read_control(api, settings)
+    control = control if control is not None else read_control(api, settings)
     driver_pods = (
         cache.driver_pods_by_node.group(pod_entries, changed, changed is not _LISTED)
         if cache is not None

@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from upgrader.core.policy import Policy
+from upgrader.core.rollout_object import GROUP as ROLLOUT_GROUP
+from upgrader.core.rollout_object import PLURAL as ROLLOUT_PLURAL
+from upgrader.core.rollout_object import VERSION as ROLLOUT_VERSION
+from upgrader.core.rollout_object import read_intent
 from upgrader.core.states import BLOCKED_KIND, State
 from upgrader.kube.snapshot import ACKNOWLEDGED_KEY, parse_acknowledged
 from upgrader.sim.apiserver.watch import Change
@@ -78,11 +82,14 @@ class HistoryRecorder:
         cluster: EmulatedCluster,
         status: tuple[str, str] | None = None,
         control: tuple[str, str] | None = None,
+        rollout: str | None = None,
     ) -> None:
         """`status`: (namespace, name) of the status ConfigMap whose current domain to follow;
-        `control`: of the control ConfigMap whose pause and acknowledgements to follow."""
+        `control`: of the control ConfigMap whose pause and acknowledgements to follow; `rollout`:
+        the DriverRollout whose spec (pause, acknowledgements) and status to follow instead."""
         self.cluster = cluster
         self.control = control
+        self.rollout = rollout
         self.records: list[NodeRecord] = []
         self.marks: list[Mark] = []
         self.initially_cordoned: set[str] = set()
@@ -103,6 +110,8 @@ class HistoryRecorder:
             if by != RESTORE:  # only a person's write itself, not what it sets off
                 self._by = None
             self._record(change.new, change.rv, by)
+        elif change.key == (ROLLOUT_GROUP, ROLLOUT_PLURAL) and change.new["metadata"]["name"] == self.rollout:
+            self._follow_rollout(change.old, change.new)
         elif change.key == ("", "configmaps") and change.new is not None:
             meta = change.new["metadata"]
             if (meta.get("namespace"), meta["name"]) == self.status:
@@ -140,6 +149,16 @@ class HistoryRecorder:
         if domain != self._status_domain or by is not None:
             self._status_domain = domain
             self._mark("status", domain=domain, by=by)
+
+    def _follow_rollout(self, old: dict[str, Any] | None, new: dict[str, Any], by: str | None = None) -> None:
+        """The object's spec is the control ConfigMap's intent, its status.report the status's."""
+        if change_of(old, new, "status") or by is not None:
+            report = (new.get("status") or {}).get("report") or {}
+            self._follow_status({"data": {"status.json": json.dumps(report)}}, by)
+        if change_of(old, new, "spec") or by is not None:
+            intent = read_intent(new["metadata"]["name"], new)
+            pairs = tuple(sorted(intent.acknowledged.items()))
+            self._mark("control", paused=intent.paused, acknowledged=pairs, by=by or self._by or "cli")
 
     def _follow_control(self, configmap: dict[str, Any] | None, by: str) -> None:
         data = (configmap or {}).get("data") or {}
@@ -193,6 +212,10 @@ class HistoryRecorder:
                 if self.control is not None:
                     namespace, name = self.control
                     self._follow_control(self.cluster.get("configmaps", name, namespace), by=RESTORE)
+                if self.rollout is not None:
+                    found = self.cluster.get(ROLLOUT_PLURAL, self.rollout, None, ROLLOUT_GROUP, ROLLOUT_VERSION)
+                    if found is not None:
+                        self._follow_rollout(None, found, by=RESTORE)
             finally:
                 self._by = None
 
@@ -229,3 +252,7 @@ class HistoryRecorder:
             elif req.verb == "delete" and req.resource == "pods" and key in refused:
                 violations.append(f"request {req.seq}: pod {key} deleted after a PDB refused its eviction")
         return violations
+
+
+def change_of(old: dict[str, Any] | None, new: dict[str, Any], part: str) -> bool:
+    return old is None or old.get(part) != new.get(part)
