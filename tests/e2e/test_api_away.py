@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from tests.conftest import free_port as closed_port
+from upgrader import __version__
 from upgrader.sim.apiserver import errors
 from upgrader.sim.apiserver.api import Request, Response, encode
 from upgrader.sim.apiserver.faults import VERBS, FaultPlan, FaultRates
@@ -37,6 +38,7 @@ class Replica:
     """`upgrader run` with its stdout and stderr in one file."""
 
     def __init__(self, tmp: Path, name: str, server: str, env: dict[str, str] | None = None) -> None:
+        self.name = name
         kubeconfig = write_kubeconfig(tmp / f"{name}.kubeconfig", server)
         (tmp / "policy.yaml").write_text(yaml.safe_dump(FAST_POLICY))
         self.out = tmp / f"{name}.log"
@@ -76,14 +78,14 @@ def test_a_closed_port_and_a_silent_server_are_one_line_each(tmp_path: Path, sil
     assert closed.stop() == 0
     silent.wait_for("the silent server's line", silent.said("unreachable"), timeout=40)
     assert silent.stop() == 0
-    assert closed.lines() == [
-        f"WARNING API server {refused} unreachable: Connection refused; {CAP}",  # was 183 lines
-        "INFO signal 15: stopping after the current pass",
-    ]
-    assert silent.lines() == [
-        f"WARNING API server {silent_server} unreachable: no answer within 20 s; {CAP}",
-        "INFO signal 15: stopping after the current pass",
-    ]
+    for replica, server, why in ((closed, refused, "Connection refused"), (silent, silent_server, "no answer within 20 s")):
+        assert replica.lines() == [
+            f"INFO upgrader {__version__} starting: namespace gpu-operator, intent from policy file "
+            f"{tmp_path / 'policy.yaml'}, Lease gpu-operator/gpu-driver-upgrader as {replica.name}",
+            f"WARNING API server {server} unreachable: {why}; {CAP}",  # was 183 lines for the closed port
+            "INFO signal SIGTERM: stopping after the current pass",
+            "INFO stopped (signal SIGTERM): Lease gpu-operator/gpu-driver-upgrader not held",
+        ]
 
 
 class Refusing:

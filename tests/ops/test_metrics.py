@@ -8,6 +8,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 from transitions import MachineError
 
+from upgrader import __version__
 from upgrader.controller.metrics import OUTCOMES, PASS_RESULTS, VERBS, Metrics, transition_pairs
 from upgrader.controller.rollout_metrics import GAUGES, RolloutCollector
 from upgrader.core.machine import FLAGS, TRIGGERS, fire
@@ -21,6 +22,9 @@ STATUS: dict[str, Any] = {
     "failed": [],
     "domains": [{"name": "zone-a", "by_state": {"upgrade-done": 2, "pod-deletion-required": 1}}],
     "in_progress": [{"node": "gpu-a-01", "state": "pod-deletion-required", "since": "2026-11-30T10:00:00Z"}],
+    "current_domain": "zone-a",
+    "next_domain": "zone-b",
+    "targets": [{"daemonset": "gpu-operator/nvidia-driver", "driver_version": "550.90.07", "revision": "7d9c"}],
 }
 
 
@@ -55,6 +59,13 @@ def test_the_leader_exports_its_last_status_whole() -> None:
         ({"node": "gpu-a-01", "state": "pod-deletion-required", "reason": "pdb"}, 1.0)
     ]
     assert samples["upgrader_leader"] == [({}, 1.0)]
+    assert sorted(samples["upgrader_rollout_domain_info"], key=str) == [
+        ({"position": "current", "domain": "zone-a"}, 1.0), ({"position": "next", "domain": "zone-b"}, 1.0)
+    ]
+    assert samples["upgrader_target_driver_info"] == [
+        ({"daemonset": "gpu-operator/nvidia-driver", "driver_version": "550.90.07", "revision": "7d9c"}, 1.0)
+    ]
+    assert samples["upgrader_build_info"] == [({"version": __version__}, 1.0)]
 
 
 def test_a_lease_that_lapses_between_passes_stops_the_export_at_the_next_scrape() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -59,15 +60,17 @@ def _port(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "upgrader") -> argparse.ArgumentParser:
+    """`prog`: how usage lines name the command (`kubectl upgrader` when run as kubectl's plugin)."""
     from upgrader.commands import compat
+    from upgrader.commands.logs import LOG_FORMATS
     from upgrader.sim.fleets.catalog import DEFAULT_NODES, SCENARIO_NAMES, ZONES
 
     nodes = _fleet_size(len(ZONES))
 
     from upgrader import __version__
 
-    parser = _Parser(prog="upgrader", description="Rolling GPU driver upgrades for Kubernetes.")
+    parser = _Parser(prog=prog, description="Rolling GPU driver upgrades for Kubernetes.")
     parser.add_argument("--version", action="version", version=f"upgrader {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     scenario_help = (
@@ -108,13 +111,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _cluster_flags(run, RUN_NAMESPACE_HELP)
     run.add_argument("--policy", help="upgrade policy YAML (GPU Operator upgradePolicy keys), at most 1 MiB")
-    run.add_argument("--once", action="store_true", help="one reconcile pass, then exit (see exit codes below)")
+    run.add_argument(
+        "--once", action="store_true",
+        help="one reconcile pass, then exit, giving the Lease up (see exit codes below)",
+    )
     run.add_argument(
         "--no-leader-election",
         action="store_true",
         help="act without taking the Lease: only when no other replica runs (`status` then reports no controller)",
     )
     run.add_argument("--metrics-port", type=_port, help="serve /metrics, /healthz, /readyz (env UPGRADER_METRICS_PORT)")
+    run.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        help="log lines on stderr as text (the default) or JSON, one object a line: time (RFC 3339, UTC), level, "
+        "logger, message, and node, state, reason on the lines about a node (env UPGRADER_LOG_FORMAT)",
+    )
+    run.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="more log lines (default: INFO and up): -v adds upgrader's DEBUG lines, -vv the Kubernetes "
+        "client's and urllib3's too",
+    )
     _preflight_flags(run, "; a node whose image, profile or CUDA check fails is held at upgrade-required "
                      "(instead of the policy's preflight key)")
 
@@ -203,12 +223,12 @@ def _preflight_flags(parser: argparse.ArgumentParser, held: str) -> None:
 
 
 def _cluster_flags(parser: argparse.ArgumentParser, namespace_help: str) -> None:
-    # What upgrader/kube/client.py does: this file; else, in a pod (KUBERNETES_SERVICE_HOST set), its
-    # service account; else the kubeconfig the kubernetes client finds.
+    # What upgrader/kube/client.py does, in controller-runtime's order: this file; else $KUBECONFIG;
+    # else, in a pod (KUBERNETES_SERVICE_HOST/PORT set), its service account; else ~/.kube/config.
     parser.add_argument(
         "--kubeconfig",
-        help="kubeconfig file; when omitted: the pod's service account when run in a pod, else $KUBECONFIG "
-        "(':'-separated files are merged) or ~/.kube/config",
+        help="kubeconfig file; when omitted, as controller-runtime looks: $KUBECONFIG (':'-separated files are "
+        "merged), else the pod's service account when run in a pod, else ~/.kube/config",
     )
     parser.add_argument(
         "--context",
@@ -219,7 +239,9 @@ def _cluster_flags(parser: argparse.ArgumentParser, namespace_help: str) -> None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    # Run as kubectl's plugin (the kubectl-upgrader script: `kubectl upgrader status`), usage says so.
+    plugin = argv is None and os.path.basename(sys.argv[0]).startswith("kubectl-")
+    parser = build_parser("kubectl upgrader" if plugin else "upgrader")
     args = parser.parse_args(argv)
     from upgrader.inputs import ConfigError, UsageError  # here: PyYAML loads only for a command that runs
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import re
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from upgrader.controller.settings import Settings, load_policy, load_settings
@@ -17,6 +17,7 @@ from upgrader.inputs import LEDGER_MAX_BYTES, MIB, PROFILES_MAX_BYTES, ConfigErr
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
+    from upgrader.controller.loop import Controller
     from upgrader.controller.preflight_source import PreflightFiles
     from upgrader.core.policy import Policy
     from upgrader.kube.api import KubeApi
@@ -35,32 +36,42 @@ def _api(args: argparse.Namespace) -> KubeApi:
 
 
 def run(args: argparse.Namespace) -> int:
+    from upgrader.commands import logs
     from upgrader.controller.preflight_source import PreflightFlags, read_files
-    from upgrader.controller.runner import build_controller, run_until_signalled
+    from upgrader.controller.runner import Lifetime, build_controller, run_until_signalled
     from upgrader.kube.client import api_client
 
     policy = load_policy(args.policy)
     settings = load_settings(namespace=getattr(args, "namespace", None))
+    log_format = logs.log_format(args.log_format)
     flags = read_files(policy, PreflightFlags(args.ledger, args.profiles, tuple(args.floor)))  # exit 2 before any read
     client = api_client(args.kubeconfig, args.context)
-    if args.once:
-        return _run_once(client, policy, settings, not args.no_leader_election, args.policy, flags)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    controller = build_controller(client, policy, settings, not args.no_leader_election, flags)
-    port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
-    server = None
-    if port:
-        from upgrader.controller.runner import serve_metrics
+    # Where the intent comes from, for the first log line.
+    intent = f"policy file {args.policy}" if args.policy else "default policy"
 
+    def start_logging() -> None:
+        logs.configure(log_format, args.verbose)
+
+    if args.once:
+        return _run_once(client, policy, settings, not args.no_leader_election, args.policy, flags, start_logging,
+                         intent)
+    start_logging()
+    controller = build_controller(client, policy, settings, not args.no_leader_election, flags)
+    with Lifetime(controller, intent) as lifetime:
+        port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
+        server = None
+        if port:
+            from upgrader.controller.runner import serve_metrics
+
+            try:
+                server = serve_metrics(controller, port)
+            except OSError as exc:
+                raise ConfigError(f"--metrics-port {port}: {exc.strerror}") from None
         try:
-            server = serve_metrics(controller, port)
-        except OSError as exc:
-            raise ConfigError(f"--metrics-port {port}: {exc.strerror}") from None
-    try:
-        return run_until_signalled(controller, args.policy)
-    finally:
-        if server is not None:
-            server.stop()
+            return run_until_signalled(controller, args.policy, lifetime)
+        finally:
+            if server is not None:
+                server.stop()
 
 
 def _run_once(
@@ -70,11 +81,13 @@ def _run_once(
     leader_election: bool,
     policy_path: str | None = None,
     flags: PreflightFiles | None = None,
+    start_logging: Callable[[], None] | None = None,
+    intent: str = "default policy",
 ) -> int:
     """One pass: exit 0 when it ran and every write went through, printing the status; else exit 1
-    with one line on stderr saying why it could not act (no status of a pass that did not run)."""
-    from upgrader.controller.runner import build_controller, check_policy_against_cluster
-    from upgrader.core.actions import Result
+    with one line on stderr saying why it could not act (no status of a pass that did not run).
+    The Lease it took is released when it exits, so the next `run` takes over at once."""
+    from upgrader.controller.runner import Lifetime, build_controller
     from upgrader.kube.api import ApiError, KubeApi
     from upgrader.kube.snapshot import status_path
 
@@ -86,33 +99,45 @@ def _run_once(
         if exc.status == 0:
             _could_not_act(f"cannot reach the API server {client.configuration.host}: {api_cause(exc.message)}")
             return EXIT_FAILED
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if start_logging is not None:
+        start_logging()
     controller = build_controller(client, policy, settings, leader_election, flags)
+    with Lifetime(controller, intent, once=True) as lifetime:
+        verdict = _one_pass(controller, api, settings, policy_path)
+        lifetime.why = f"--once{verdict}" if verdict else "--once done"
+    if verdict:  # the one line on stderr, after the log's last
+        print(f"upgrader: run --once{verdict}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
+def _one_pass(controller: Controller, api: KubeApi, settings: Settings, policy_path: str | None) -> str | None:
+    """The pass of `run --once`, printing the status when it ran; None when every write went through,
+    else what follows `run --once` in the line saying why not (` could not act: ...`)."""
+    from upgrader.controller.runner import check_policy_against_cluster
+    from upgrader.core.actions import Result
+    from upgrader.kube.api import ApiError
+
     try:
         check_policy_against_cluster(controller, policy_path)  # a policy that does not fit: exit 2, nothing written
     except ApiError as exc:  # read as the pass would: it failed the same way
-        _could_not_act(f"the pass failed: {api_cause(str(exc))}")
-        return EXIT_FAILED
+        return f" could not act: the pass failed: {api_cause(str(exc))}"
     report = controller.reconcile()
     if not report.leader and controller.elector is not None:
-        _could_not_act(_not_leading(api, controller.elector.path, settings))
-        return EXIT_FAILED
+        return f" could not act: {_not_leading(api, controller.elector.path, settings)}"
     if report.status:
         print(json.dumps(report.status, indent=2, sort_keys=True))
     failed = [o for o in report.outcomes if o.result is Result.ERROR]
     if failed:  # the pass ran; some of its writes did not go through
         first = failed[0]
         where = f" on {node}" if (node := getattr(first.action, "node", None)) else ""
-        print(
-            f"upgrader: run --once: {len(failed)} of {len(report.outcomes)} writes failed, the first: "
-            f"{type(first.action).__name__}{where}: {api_cause(first.message)}",
-            file=sys.stderr,
+        return (
+            f": {len(failed)} of {len(report.outcomes)} writes failed, the first: "
+            f"{type(first.action).__name__}{where}: {api_cause(first.message)}"
         )
-        return EXIT_FAILED
     if report.error:  # the pass stopped on an API error
-        _could_not_act(f"the pass failed: {api_cause(report.error)}")
-        return EXIT_FAILED
-    return 0
+        return f" could not act: the pass failed: {api_cause(report.error)}"
+    return None
 
 
 def _could_not_act(why: str) -> None:

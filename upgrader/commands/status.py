@@ -212,6 +212,7 @@ def _guarded(verb: str, act: Callable[[KubeApi], int], args: argparse.Namespace)
 
     from upgrader.kube.api import ApiError
 
+    load_settings(namespace=getattr(args, "namespace", None))  # bad settings: exit 2 before any request
     api = _api(args)
     try:
         return act(api)

@@ -89,20 +89,39 @@ class _Writer:
         return done
 
     def _log(self, outcome: Outcome) -> None:
-        """Say in the log what people otherwise only see in Events, and count what went wrong."""
+        """Say in the log what people otherwise only see in Events, and count what went wrong.
+
+        Each line about a node carries it as fields too (`extra=`: a JSON log's `node`, `state`,
+        `reason`, commands/logs.py): its state label after the pass's writes (a transition's: its
+        target), and the reason `status` shows for it (failed, blocked or held), or the failed write's.
+        """
+        from upgrader.core.states import BLOCKED_REASON, FAILED_REASON, HELD_REASON, STATE_LABEL, State
+
         action = outcome.action
+        node: str | None = getattr(action, "node", None)
+        held = self.applier.nodes.get(node, {}) if node else {}
+        state = ((held.get("metadata") or {}).get("labels") or {}).get(STATE_LABEL)
+        if isinstance(action, Transition) and outcome.ok:
+            state = action.target.value
+        marks = (held.get("metadata") or {}).get("annotations") or {}
+        reason = marks.get(FAILED_REASON) if state == State.FAILED.value else None
+        reason = reason or marks.get(BLOCKED_REASON) or marks.get(HELD_REASON)
         if outcome.result is Result.ERROR:
-            text = f"{type(action).__name__} on {getattr(action, 'node', '-')} failed: {outcome.message}"
+            reason = outcome.message
+        fields = {key: value for key, value in (("node", node), ("state", state), ("reason", reason)) if value}
+        if outcome.result is Result.ERROR:
+            text = f"{type(action).__name__} on {node or '-'} failed: {outcome.message}"
             self.errors.append(text)
-            log.warning(text)
+            log.warning(text, extra=fields)
         elif isinstance(action, Event) and outcome.ok:
-            (log.warning if action.type == "Warning" else log.info)("%s: %s", action.node, action.message)
+            (log.warning if action.type == "Warning" else log.info)("%s: %s", action.node, action.message, extra=fields)
         elif isinstance(action, Transition) and outcome.ok:
             log.info(
                 "%s: %s -> %s",
                 action.node,
                 action.source.value if action.source else "(unlabelled)",
                 action.target.value,
+                extra=fields,
             )
 
 

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from upgrader import __version__
 from upgrader.controller.rollout_metrics import RolloutCollector
 from upgrader.core.detect import FIRST_LABELS
 from upgrader.core.machine import edges
@@ -65,6 +66,8 @@ class Metrics:
         self.requests = Counter(
             "upgrader_api_requests", "Kubernetes API requests by verb and outcome.", ["verb", "outcome"], registry=r
         )
+        build = Gauge("upgrader_build_info", "1, labelled with this controller's version.", ["version"], registry=r)
+        build.labels(__version__).set(1)
         self.leader = Gauge("upgrader_leader", "1 while this replica holds the leader lease.", registry=r)
         self.leader.set_function(lambda: 1.0 if leading() else 0.0)
         self.last_pass = Gauge(

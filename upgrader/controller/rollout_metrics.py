@@ -64,6 +64,10 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "1 while the alert gate lets nodes start (or the policy has none); 0 while a matching alert fires "
         "or Prometheus cannot say.", ()),
     "upgrader_alert_gate_firing_alerts": ("Matching alerts firing in Prometheus as of the last pass.", ()),
+    "upgrader_rollout_domain_info": ("1 for the failure domain being upgraded (position current) and the one "
+                                     "after it (position next).", ("position", "domain")),
+    "upgrader_target_driver_info": ("1 per driver DaemonSet: the driver version and revision its nodes are "
+                                    "upgraded to.", ("daemonset", "driver_version", "revision")),
 }
 
 
@@ -135,6 +139,12 @@ def families(status: dict[str, Any], now: float) -> Iterable[Metric]:
     gate = status.get("alert_gate") or {"open": True}  # none configured: always open
     family["upgrader_alert_gate_open"].add_metric([], 1 if gate.get("open") else 0)
     family["upgrader_alert_gate_firing_alerts"].add_metric([], len(gate.get("firing") or []))
+    for position in ("current", "next"):
+        if status.get(f"{position}_domain"):
+            family["upgrader_rollout_domain_info"].add_metric([position, str(status[f"{position}_domain"])], 1)
+    for target in status.get("targets") or []:
+        values = [str(target.get(k, "")) for k in ("daemonset", "driver_version", "revision")]
+        family["upgrader_target_driver_info"].add_metric(values, 1)
     ages = oldest(status, now)
     for state in sorted(IN_PROGRESS, key=list(State).index):
         family["upgrader_state_oldest_seconds"].add_metric([state.value], round(ages.get(state.value, 0.0), 3))

@@ -7,7 +7,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from types import FrameType
+from types import FrameType, TracebackType
 
 from kubernetes import client as k8s
 
@@ -47,7 +47,7 @@ def build_controller(
     clock = api.server_clock.now  # every stamp and wait on the API server's clock (kube/server_clock.py)
     elector = None
     if leader_election:
-        elector = LeaderElector(
+        elector = Elector(
             api,
             settings.namespace,
             settings.lease_name,
@@ -57,6 +57,91 @@ def build_controller(
         )
     judge = PreflightSource(api, policy, clock, preflight)
     return Controller(api, policy, settings, clock, elector, judge)
+
+
+class Elector(LeaderElector):
+    """The LeaderElector whose release says what it did, for `run`'s last line (`released`)."""
+
+    released: str | None = None  # what the last release did: "released", "not held", or why not
+
+    def release(self) -> None:
+        before = self._updates()
+        super().release()
+        ok, _, failed = (after - was for after, was in zip(self._updates(), before, strict=True))
+        if ok:
+            self.released = "released"
+        elif failed:  # the release's write went unanswered or was refused (LeaderElector.release keeps quiet)
+            self.released = (
+                f"not released (the API server did not take the release): another replica takes it once it "
+                f"expires, within {self.duration:g} s"
+            )
+        else:  # never taken, or taken by another replica since (a 409, then its holder read)
+            self.released = "not held"
+
+    def _updates(self) -> tuple[int, int, int]:
+        """This elector's Lease writes so far: answered OK, refused with a conflict, failed otherwise."""
+        counts = self.api.stats.counts
+        ok = counts.get(("update", "ok"), 0)
+        conflicts = counts.get(("update", "409"), 0)
+        total = sum(n for (verb, _), n in counts.items() if verb == "update")
+        return ok, conflicts, total - ok - conflicts
+
+
+class Lifetime:
+    """`run`'s first and last lines: what it runs with, and why it stopped and what became of the Lease.
+
+    A `with` block from the controller's start: on leaving it the Lease is released (when still
+    held) and the last line says why it stopped (`why`, or the exception leaving the block).
+    `intent`: where the rollout's intent comes from (`policy file <path>`, `default policy`, ...).
+    """
+
+    def __init__(self, controller: Controller, intent: str, once: bool = False) -> None:
+        self.controller = controller
+        self.intent = intent
+        self.once = once
+        self.why: str | None = None
+
+    def lease(self) -> str:
+        settings = self.controller.settings
+        return f"Lease {settings.namespace}/{settings.lease_name}"
+
+    def __enter__(self) -> Lifetime:
+        settings = self.controller.settings
+        if self.controller.elector is not None:
+            lease = f"{self.lease()} as {settings.identity}"
+        else:
+            lease = f"no Lease (--no-leader-election), as {settings.identity}"
+        log.info(
+            "upgrader %s starting%s: namespace %s, intent from %s, %s",
+            __version__,
+            " one pass (--once)" if self.once else "",
+            settings.namespace,
+            self.intent,
+            lease,
+        )
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is not None and self.why is None:
+            if isinstance(exc, ConfigError):
+                self.why = f"refused to start: {exc}"
+            elif isinstance(exc, KeyboardInterrupt):
+                self.why = "interrupted"
+            else:
+                self.why = f"failed: {type(exc).__name__}: {exc}"
+        log.info("stopped (%s): %s", self.why or "done", self.release())
+
+    def release(self) -> str:
+        """Give the Lease up if still held (`Controller.run` gives it up when its loop ends); what became of it."""
+        elector = self.controller.elector
+        if elector is None:
+            return "no Lease (--no-leader-election)"
+        if elector.renewed_at is not None:
+            elector.release()
+        said = elector.released if isinstance(elector, Elector) else None
+        return f"{self.lease()} {said or 'not held'}"
 
 
 def check_policy_against_cluster(controller: Controller, policy_path: str | None = None) -> None:
@@ -241,13 +326,19 @@ def serve_metrics(controller: Controller, port: int) -> MetricsServer:
     return MetricsServer(metrics, port, health.healthy, health.ready, reason=health.unready_reason).start()
 
 
-def run_until_signalled(controller: Controller, policy_path: str | None = None) -> int:
+def run_until_signalled(
+    controller: Controller, policy_path: str | None = None, lifetime: Lifetime | None = None
+) -> int:
     """Check the policy against the cluster (`check_policy_against_cluster`: ConfigError when it does
-    not fit), then reconcile until SIGTERM/SIGINT; a signal stops the loop between passes."""
+    not fit), then reconcile until SIGTERM/SIGINT; a signal stops the loop between passes, and
+    `Controller.run` releases the Lease. `lifetime` is told which signal it was."""
     stop, wake = threading.Event(), threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("signal %d: stopping after the current pass", signum)
+        name = signal.Signals(signum).name
+        log.info("signal %s: stopping after the current pass", name)
+        if lifetime is not None and lifetime.why is None:
+            lifetime.why = f"signal {name}"
         stop.set()
         wake.set()
 

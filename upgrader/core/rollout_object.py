@@ -122,11 +122,10 @@ def object_status(
     wait = _waiting_on(report)
     if wait:
         out["waitingOn"] = wait
-    current, following = domains(report)
-    if current:
-        out["currentDomain"] = current
-    if following:
-        out["nextDomain"] = following
+    if report.get("current_domain"):
+        out["currentDomain"] = str(report["current_domain"])
+    if report.get("next_domain"):
+        out["nextDomain"] = str(report["next_domain"])
     if spec_in_force is not None and verdict.in_force is not None:
         out["specInForce"] = dict(spec_in_force)
         out["specInForceGeneration"] = verdict.in_force
@@ -145,19 +144,6 @@ def _waiting_on(report: Mapping[str, Any]) -> dict[str, str]:
         "runbook": str(wait.get("runbook") or ""),
     }
     return {k: v for k, v in out.items() if v}
-
-
-def domains(report: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """The domain being upgraded and the one after it, in the rollout's order."""
-    order = [d for d in report.get("domains") or () if isinstance(d, Mapping)]
-    names = [str(d.get("name")) for d in order]
-    current = report.get("current_domain")
-    if current is None:  # none started yet, or between domains: the first not finished is next
-        pending = [str(d.get("name")) for d in order if int(d.get("done") or 0) < int(d.get("nodes") or 0)]
-        return None, pending[0] if pending else None
-    at = names.index(str(current)) if str(current) in names else -1
-    rest = [str(d.get("name")) for d in order[at + 1 :] if int(d.get("done") or 0) < int(d.get("nodes") or 0)]
-    return str(current), rest[0] if rest else None
 
 
 def conditions(

@@ -210,7 +210,14 @@ def rollout_status(
         "nodes_total": len(nodes),
         "nodes_by_state": by_state,
         "current_domain": schedule.current_domain if schedule else None,
+        "next_domain": next_domain(domains, schedule.current_domain if schedule else None),
         "domains": domains,
+        # What the nodes are upgraded to: each driver DaemonSet's newest revision and its driver
+        "targets": [
+            {"daemonset": f"{d.namespace}/{d.name}", "driver_version": d.driver_version or "",
+             "revision": d.newest_hash or ""}
+            for d in snapshot.driver_sets
+        ],
         "in_progress": [
             {"node": n.name, "state": n.state.value, "since": n.annotations.get(STATE_SINCE, "")}
             for n in counted.in_progress
@@ -231,6 +238,15 @@ def rollout_status(
         },
         "updated_at": rfc3339(now),
     }
+
+
+def next_domain(domains: list[dict[str, Any]], current: str | None) -> str | None:
+    """The domain that goes after `current` (or first, with none under way): the first one after it,
+    in the rollout's order, with nodes not yet done."""
+    names = [str(d["name"]) for d in domains]
+    after = names.index(current) + 1 if current in names else 0
+    pending = [str(d["name"]) for d in domains[after:] if d["done"] < d["nodes"] and d["name"] != current]
+    return pending[0] if pending else None
 
 
 def pause_since(control: Control, now: float) -> str | None:
