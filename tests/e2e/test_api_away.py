@@ -78,7 +78,8 @@ def test_a_closed_port_and_a_silent_server_are_one_line_each(tmp_path: Path, sil
     assert closed.stop() == 0
     silent.wait_for("the silent server's line", silent.said("unreachable"), timeout=40)
     assert silent.stop() == 0
-    for replica, server, why in ((closed, refused, "Connection refused"), (silent, silent_server, "no answer within 20 s")):
+    seen = ((closed, refused, "Connection refused"), (silent, silent_server, "no answer within 20 s"))
+    for replica, server, why in seen:
         assert replica.lines() == [
             f"INFO upgrader {__version__} starting: namespace gpu-operator, intent from policy file "
             f"{tmp_path / 'policy.yaml'}, Lease gpu-operator/gpu-driver-upgrader as {replica.name}",

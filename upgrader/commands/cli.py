@@ -110,7 +110,12 @@ def build_parser(prog: str = "upgrader") -> argparse.ArgumentParser:
         "unreachable, a request or write failed, another replica holds the Lease), said in one line; 2 bad input",
     )
     _cluster_flags(run, RUN_NAMESPACE_HELP)
-    run.add_argument("--policy", help="upgrade policy YAML (GPU Operator upgradePolicy keys), at most 1 MiB")
+    _rollout_flag(run, "the DriverRollout object whose spec is the policy, read at every pass (env UPGRADER_ROLLOUT)")
+    run.add_argument(
+        "--policy",
+        help="upgrade policy YAML (GPU Operator upgradePolicy keys), at most 1 MiB, read once: for clusters "
+        "without the DriverRollout CRD (not with --rollout)",
+    )
     run.add_argument(
         "--once", action="store_true",
         help="one reconcile pass, then exit, giving the Lease up (see exit codes below)",
@@ -157,6 +162,7 @@ def build_parser(prog: str = "upgrader") -> argparse.ArgumentParser:
         "at most 512 MiB (env UPGRADER_FROM_FILE_MAX_MIB)",
     )
     plan.add_argument("--policy", help="upgrade policy YAML, at most 1 MiB")
+    _rollout_flag(plan, "plan with this DriverRollout object's spec as the policy (not with --policy)")
     _preflight_flags(plan, "")
     plan.add_argument("--target-driver", help="driver version to plan for (default: each DaemonSet's)")
     plan.add_argument(
@@ -169,13 +175,18 @@ def build_parser(prog: str = "upgrader") -> argparse.ArgumentParser:
     status = commands.add_parser(
         "status",
         help="print the rollout status stored in the cluster, and whether a controller still acts on it",
-        epilog="exit codes: 0 a controller holds the Lease; 1 none does (said first: the status may be stale), "
-        "or there is no status, or the cluster cannot be read; 2 bad input",
+        epilog="exit codes: 0 a controller holds the Lease (with -o name: the object was found); 1 none does "
+        "(said first: the status may be stale), or there is no status, or the cluster cannot be read; 2 bad input",
     )
     _cluster_flags(status, FIND_NAMESPACE_HELP)
-    status.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="output format (default: table)")
+    _rollout_flag(status, ROLLOUT_HELP)
     status.add_argument(
-        "--watch", action="store_true", help="redraw one screen every 2 seconds until Ctrl-C (then exit 0)"
+        "-o", "--output", choices=STATUS_OUTPUTS, default="table",
+        help="output format (default: table); wide adds what the rollout waits on, its domains and targets; "
+        "name prints the object's resource/name, as kubectl does",
+    )
+    status.add_argument(
+        "-w", "--watch", action="store_true", help="redraw one screen every 2 seconds until Ctrl-C (then exit 0)"
     )
 
     refused = "exit 1 (and nothing written) when no controller has written a status there"
@@ -185,12 +196,14 @@ def build_parser(prog: str = "upgrader") -> argparse.ArgumentParser:
     ):
         control = commands.add_parser(name, help=text, epilog=refused)
         _cluster_flags(control, FIND_NAMESPACE_HELP)
+        _rollout_flag(control, ROLLOUT_HELP)
     ack = commands.add_parser(
         "acknowledge",
         help="let the rollout go on past upgrade-failed nodes, naming each failure as the controller recorded it",
         epilog=refused + ", or a named node is not upgrade-failed",
     )
     _cluster_flags(ack, FIND_NAMESPACE_HELP)
+    _rollout_flag(ack, ROLLOUT_HELP)
     ack.add_argument("nodes", nargs="*", metavar="NODE", help="the failed nodes to acknowledge")
     ack.add_argument("--all", action="store_true", help="every node upgrade-failed now")
     compat.add_parser(commands)
@@ -198,6 +211,11 @@ def build_parser(prog: str = "upgrader") -> argparse.ArgumentParser:
 
 
 OUTPUTS = ("table", "json", "yaml")
+STATUS_OUTPUTS = (*OUTPUTS, "wide", "name")
+ROLLOUT_HELP = (
+    "the DriverRollout object (env UPGRADER_ROLLOUT); when omitted, the only one the cluster has, else the "
+    "ConfigMaps of `run --policy`"
+)
 RUN_NAMESPACE_HELP = "where the status ConfigMap and Lease live (env UPGRADER_NAMESPACE; default gpu-operator)"
 FIND_NAMESPACE_HELP = (
     "the controller's namespace (env UPGRADER_NAMESPACE); when neither is given, the one of "
@@ -220,6 +238,10 @@ def _preflight_flags(parser: argparse.ArgumentParser, held: str) -> None:
         "--floor", action="append", default=[], type=compat.floor_item, metavar="KEY=VERSION",
         help="for cuda-incompatible findings, as in `upgrader compat`: " + compat.FLOOR_HELP,
     )
+
+
+def _rollout_flag(parser: argparse.ArgumentParser, text: str) -> None:
+    parser.add_argument("--rollout", metavar="NAME", help=text)
 
 
 def _cluster_flags(parser: argparse.ArgumentParser, namespace_help: str) -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from upgrader.controller.settings import Settings, load_policy, load_settings
@@ -18,7 +20,7 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
     from upgrader.controller.loop import Controller
-    from upgrader.controller.preflight_source import PreflightFiles
+    from upgrader.controller.preflight_source import PreflightFiles, PreflightFlags
     from upgrader.core.policy import Policy
     from upgrader.kube.api import KubeApi
 
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
 # demo's own emulator) import it only when they need it.
 
 EXIT_FAILED = 1
+
+log = logging.getLogger("upgrader")
 
 
 def _api(args: argparse.Namespace) -> KubeApi:
@@ -42,22 +46,27 @@ def run(args: argparse.Namespace) -> int:
     from upgrader.kube.client import api_client
 
     policy = load_policy(args.policy)
-    settings = load_settings(namespace=getattr(args, "namespace", None))
+    settings = load_settings(namespace=getattr(args, "namespace", None), rollout=args.rollout)
+    if settings.rollout is not None and args.policy:
+        raise ConfigError(
+            f"--policy {args.policy} and the rollout {settings.rollout} (--rollout or UPGRADER_ROLLOUT): give one; "
+            "the object's spec is the policy, --policy is for clusters without the DriverRollout CRD"
+        )
     log_format = logs.log_format(args.log_format)
-    flags = read_files(policy, PreflightFlags(args.ledger, args.profiles, tuple(args.floor)))  # exit 2 before any read
+    preflight = PreflightFlags(args.ledger, args.profiles, tuple(args.floor))
+    flags = read_files(policy, preflight)  # exit 2 before any read
     client = api_client(args.kubeconfig, args.context)
-    # Where the intent comes from, for the first log line.
-    intent = f"policy file {args.policy}" if args.policy else "default policy"
+    start = Start(settings, not args.no_leader_election, args.policy, flags, preflight)
 
     def start_logging() -> None:
         logs.configure(log_format, args.verbose)
 
     if args.once:
-        return _run_once(client, policy, settings, not args.no_leader_election, args.policy, flags, start_logging,
-                         intent)
+        return _run_once(client, policy, start, start_logging)
     start_logging()
-    controller = build_controller(client, policy, settings, not args.no_leader_election, flags)
-    with Lifetime(controller, intent) as lifetime:
+    controller = build_controller(client, policy, settings, start.leader_election, flags)
+    with Lifetime(controller, start.intent) as lifetime:
+        start.attach(controller, once=False)
         port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
         server = None
         if port:
@@ -74,16 +83,42 @@ def run(args: argparse.Namespace) -> int:
                 server.stop()
 
 
-def _run_once(
-    client: ApiClient,
-    policy: Policy,
-    settings: Settings,
-    leader_election: bool,
-    policy_path: str | None = None,
-    flags: PreflightFiles | None = None,
-    start_logging: Callable[[], None] | None = None,
-    intent: str = "default policy",
-) -> int:
+@dataclass(frozen=True)
+class Start:
+    """What `run` starts with: settings, the Lease or not, and where the intent comes from."""
+
+    settings: Settings
+    leader_election: bool
+    policy_path: str | None
+    flags: PreflightFiles
+    preflight: PreflightFlags
+
+    @property
+    def intent(self) -> str:
+        """Where the intent comes from, for the first log line."""
+        if self.settings.rollout is not None:
+            from upgrader.core.rollout_object import object_name
+
+            return f"rollout object {object_name(self.settings.rollout)}"
+        return f"policy file {self.policy_path}" if self.policy_path else "default policy"
+
+    def attach(self, controller: Controller, once: bool) -> None:
+        """In object mode, the object as the controller's intent. Not there: `--once` refuses (exit 2);
+        a long-running controller says so and waits for it (each pass reads it again)."""
+        if self.settings.rollout is None:
+            return
+        from upgrader.controller.runner import attach_rollout
+        from upgrader.kube.rollout_object import RolloutMissing
+
+        try:
+            attach_rollout(controller, self.settings.rollout, self.preflight)
+        except RolloutMissing as exc:
+            if once:
+                raise ConfigError(f"--rollout {self.settings.rollout}: {exc}") from None
+            log.warning("%s; nothing is started until it is there", exc)
+
+
+def _run_once(client: ApiClient, policy: Policy, start: Start, start_logging: Callable[[], None] | None = None) -> int:
     """One pass: exit 0 when it ran and every write went through, printing the status; else exit 1
     with one line on stderr saying why it could not act (no status of a pass that did not run).
     The Lease it took is released when it exits, so the next `run` takes over at once."""
@@ -91,6 +126,7 @@ def _run_once(
     from upgrader.kube.api import ApiError, KubeApi
     from upgrader.kube.snapshot import status_path
 
+    settings = start.settings
     api = KubeApi(client, attempts=3, max_delay=5)
     try:
         # Before logging is on: an API server that does not answer is one line, not pages of retries.
@@ -101,9 +137,10 @@ def _run_once(
             return EXIT_FAILED
     if start_logging is not None:
         start_logging()
-    controller = build_controller(client, policy, settings, leader_election, flags)
-    with Lifetime(controller, intent, once=True) as lifetime:
-        verdict = _one_pass(controller, api, settings, policy_path)
+    controller = build_controller(client, policy, settings, start.leader_election, start.flags)
+    with Lifetime(controller, start.intent, once=True) as lifetime:
+        start.attach(controller, once=True)
+        verdict = _one_pass(controller, api, settings, start.policy_path)
         lifetime.why = f"--once{verdict}" if verdict else "--once done"
     if verdict:  # the one line on stderr, after the log's last
         print(f"upgrader: run --once{verdict}", file=sys.stderr)
@@ -123,6 +160,9 @@ def _one_pass(controller: Controller, api: KubeApi, settings: Settings, policy_p
     except ApiError as exc:  # read as the pass would: it failed the same way
         return f" could not act: the pass failed: {api_cause(str(exc))}"
     report = controller.reconcile()
+    intent = controller.intent
+    if intent is not None and intent.in_force is None and intent.problem:  # the object's spec never valid
+        return f" could not act: {intent.problem}"
     if not report.leader and controller.elector is not None:
         return f" could not act: {_not_leading(api, controller.elector.path, settings)}"
     if report.status:
@@ -190,7 +230,13 @@ def _plan(args: argparse.Namespace) -> int:
     from upgrader.core.profiles import load_profiles_text
 
     policy = load_policy(args.policy)
-    settings = load_settings(namespace=getattr(args, "namespace", None))
+    settings = load_settings(namespace=getattr(args, "namespace", None), rollout=args.rollout)
+    if settings.rollout is not None and (args.policy or args.from_file):
+        flag = f"--policy {args.policy}" if args.policy else f"--from-file {args.from_file}"
+        raise ConfigError(
+            f"{flag} and the rollout {settings.rollout} (--rollout or UPGRADER_ROLLOUT): the rollout's spec is read "
+            "from the live cluster; plan a file with --policy"
+        )
     if args.target_driver is not None:
         try:
             parse_version(args.target_driver)
@@ -223,6 +269,8 @@ def _plan(args: argparse.Namespace) -> int:
 
         try:
             api = _api(args)
+            if settings.rollout is not None:
+                policy = _rollout_policy(api, settings.rollout)
             data = plan_source.from_cluster(api, settings)
             now = api.server_clock.now()  # windows judged on the cluster's clock, not the laptop's
         except ApiError as exc:
@@ -255,6 +303,21 @@ def _plan(args: argparse.Namespace) -> int:
     else:
         print(render_plan(result), end="")
     return EXIT_FAILED if result.blocking else 0
+
+
+def _rollout_policy(api: KubeApi, name: str) -> Policy:
+    """`plan --rollout NAME`: the object's spec as the policy (its newest generation, judged as the
+    controller judges it); not there, or a spec the controller would refuse: exit 2, one line."""
+    from upgrader.core.rollout_object import read_intent
+    from upgrader.kube.rollout_object import RolloutMissing, read_rollout
+
+    try:
+        intent = read_intent(name, read_rollout(api, name))
+    except RolloutMissing as exc:
+        raise ConfigError(f"--rollout {name}: {exc}") from None
+    if intent.policy is None:
+        raise ConfigError(intent.problem or f"--rollout {name}: spec refused")
+    return intent.policy
 
 
 def _read(path: str, flag: str, limit: int) -> str:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from upgrader.commands.liveness import ControllerSeen, judge_lease, unreadable
 from upgrader.commands.statusview import render_table, render_watch
 from upgrader.controller.settings import CONTROLLER_NAMESPACES, Settings, load_settings
+from upgrader.core.rollout_object import object_name
 from upgrader.inputs import ConfigError
 
 if TYPE_CHECKING:
@@ -120,11 +121,11 @@ def find_rollout(api: KubeApi, args: argparse.Namespace) -> dict[str, Any] | Non
     """The DriverRollout these commands act on: `--rollout` (or UPGRADER_ROLLOUT), else the only one
     the cluster has (said on stderr); None where it has none or does not serve the CRD, and the
     ConfigMaps of `run --policy` are read instead. Several, none named: refused (exit 2)."""
-    from upgrader.core.rollout_object import RESOURCE, object_name
+    from upgrader.core.rollout_object import RESOURCE
     from upgrader.kube.rollout_object import GROUP_VERSION_PATH, read_rollout
     from upgrader.kube.rollout_object import RolloutMissing as Missing
 
-    name = getattr(args, "rollout", None) or os.environ.get("UPGRADER_ROLLOUT")
+    name = load_settings(rollout=getattr(args, "rollout", None)).rollout
     if name:
         try:
             return read_rollout(api, name)
@@ -155,7 +156,6 @@ def rollout_settings(args: argparse.Namespace, obj: dict[str, Any]) -> Settings:
 
 def rollout_report(obj: dict[str, Any]) -> dict[str, Any]:
     """The object's status as `read_status` gives the ConfigMap's: Refused when no controller wrote one."""
-    from upgrader.core.rollout_object import object_name
 
     status = obj.get("status") or {}
     report = dict(status.get("report") or {})
@@ -212,7 +212,8 @@ def _guarded(verb: str, act: Callable[[KubeApi], int], args: argparse.Namespace)
 
     from upgrader.kube.api import ApiError
 
-    load_settings(namespace=getattr(args, "namespace", None))  # bad settings: exit 2 before any request
+    # Bad settings or flags: exit 2 before any request.
+    load_settings(namespace=getattr(args, "namespace", None), rollout=getattr(args, "rollout", None))
     api = _api(args)
     try:
         return act(api)
@@ -224,8 +225,8 @@ def _guarded(verb: str, act: Callable[[KubeApi], int], args: argparse.Namespace)
 
 
 def _render(status: dict[str, Any], controller: ControllerSeen, output: str, now: float) -> str:
-    if output == "table":
-        return render_table(status, controller, now)
+    if output in ("table", "wide"):
+        return render_table(status, controller, now, wide=output == "wide")
     shown = {**status, "controller": controller.to_dict()}
     if output == "yaml":
         import yaml
@@ -241,6 +242,9 @@ def status(args: argparse.Namespace) -> int:
         obj = find_rollout(api, args)
         settings = rollout_settings(args, obj) if obj is not None else locate(api, args)
         given = _given(args)
+        if args.output == "name":  # what kubectl -o name prints: the object that holds the status
+            print(object_name(obj["metadata"]["name"]) if obj is not None else f"configmap/{settings.status_configmap}")
+            return 0
         if args.watch:
             return _watch(api, settings, given, args.output, obj)
         current = rollout_report(obj) if obj is not None else read_status(api, settings, given)

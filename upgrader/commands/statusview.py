@@ -88,8 +88,32 @@ def gate_lines(status: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_table(status: dict[str, Any], controller: ControllerSeen | None = None, now: float | None = None) -> str:
+def wide_lines(status: dict[str, Any]) -> list[str]:
+    """`status -o wide`: where the rollout is in its domain order, what it waits on, what it installs."""
+    lines = ["", "ROLLOUT"]
+    lines.append(f"  {'current domain':<16} {status.get('current_domain') or '-'}")
+    lines.append(f"  {'next domain':<16} {status.get('next_domain') or '-'}")
+    wait = status.get("waiting_on")
+    if wait:
+        where = f" in {wait['domain']}" if wait.get("domain") else ""
+        until = f" until {wait['until']}" if wait.get("until") else ""
+        since = f" since {status['waiting_since']}" if status.get("waiting_since") else ""
+        runbook = f"  ({wait['runbook']})" if wait.get("runbook") else ""
+        lines.append(f"  {'waiting on':<16} {wait['reason']}{where}{since}{until}{runbook}")
+    targets = status.get("targets") or []
+    if targets:
+        lines += ["", "TARGETS"]
+        for t in targets:
+            lines.append(f"  {t['daemonset']:<40} driver {t['driver_version'] or '-'}  revision {t['revision'] or '-'}")
+    return lines
+
+
+def render_table(
+    status: dict[str, Any], controller: ControllerSeen | None = None, now: float | None = None, wide: bool = False
+) -> str:
     lines = header(status, controller, now) + gate_lines(status)
+    if wide:
+        lines += wide_lines(status)
     blocked = status.get("blocked") or []
     if blocked:
         lines.append("")

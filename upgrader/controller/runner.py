@@ -7,14 +7,16 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from types import FrameType, TracebackType
+from types import FrameType
 
 from kubernetes import client as k8s
 
 from upgrader import __version__
+from upgrader.controller.intent import RolloutIntent
+from upgrader.controller.lifetime import Elector, Lifetime
 from upgrader.controller.loop import Controller, PassReport
 from upgrader.controller.metrics import Metrics, MetricsServer
-from upgrader.controller.preflight_source import PreflightFiles, PreflightSource
+from upgrader.controller.preflight_source import PreflightFiles, PreflightFlags, PreflightSource
 from upgrader.controller.settings import Settings
 from upgrader.core.fleet import fleet
 from upgrader.core.policy import OnInsufficientCapacity, Policy
@@ -26,7 +28,6 @@ from upgrader.core.views import Snapshot
 from upgrader.inputs import ConfigError
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache
-from upgrader.kube.leader import LeaderElector
 from upgrader.kube.reachability import Backoff
 from upgrader.kube.snapshot import take
 
@@ -59,89 +60,17 @@ def build_controller(
     return Controller(api, policy, settings, clock, elector, judge)
 
 
-class Elector(LeaderElector):
-    """The LeaderElector whose release says what it did, for `run`'s last line (`released`)."""
-
-    released: str | None = None  # what the last release did: "released", "not held", or why not
-
-    def release(self) -> None:
-        before = self._updates()
-        super().release()
-        ok, _, failed = (after - was for after, was in zip(self._updates(), before, strict=True))
-        if ok:
-            self.released = "released"
-        elif failed:  # the release's write went unanswered or was refused (LeaderElector.release keeps quiet)
-            self.released = (
-                f"not released (the API server did not take the release): another replica takes it once it "
-                f"expires, within {self.duration:g} s"
-            )
-        else:  # never taken, or taken by another replica since (a 409, then its holder read)
-            self.released = "not held"
-
-    def _updates(self) -> tuple[int, int, int]:
-        """This elector's Lease writes so far: answered OK, refused with a conflict, failed otherwise."""
-        counts = self.api.stats.counts
-        ok = counts.get(("update", "ok"), 0)
-        conflicts = counts.get(("update", "409"), 0)
-        total = sum(n for (verb, _), n in counts.items() if verb == "update")
-        return ok, conflicts, total - ok - conflicts
-
-
-class Lifetime:
-    """`run`'s first and last lines: what it runs with, and why it stopped and what became of the Lease.
-
-    A `with` block from the controller's start: on leaving it the Lease is released (when still
-    held) and the last line says why it stopped (`why`, or the exception leaving the block).
-    `intent`: where the rollout's intent comes from (`policy file <path>`, `default policy`, ...).
-    """
-
-    def __init__(self, controller: Controller, intent: str, once: bool = False) -> None:
-        self.controller = controller
-        self.intent = intent
-        self.once = once
-        self.why: str | None = None
-
-    def lease(self) -> str:
-        settings = self.controller.settings
-        return f"Lease {settings.namespace}/{settings.lease_name}"
-
-    def __enter__(self) -> Lifetime:
-        settings = self.controller.settings
-        if self.controller.elector is not None:
-            lease = f"{self.lease()} as {settings.identity}"
-        else:
-            lease = f"no Lease (--no-leader-election), as {settings.identity}"
-        log.info(
-            "upgrader %s starting%s: namespace %s, intent from %s, %s",
-            __version__,
-            " one pass (--once)" if self.once else "",
-            settings.namespace,
-            self.intent,
-            lease,
-        )
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc is not None and self.why is None:
-            if isinstance(exc, ConfigError):
-                self.why = f"refused to start: {exc}"
-            elif isinstance(exc, KeyboardInterrupt):
-                self.why = "interrupted"
-            else:
-                self.why = f"failed: {type(exc).__name__}: {exc}"
-        log.info("stopped (%s): %s", self.why or "done", self.release())
-
-    def release(self) -> str:
-        """Give the Lease up if still held (`Controller.run` gives it up when its loop ends); what became of it."""
-        elector = self.controller.elector
-        if elector is None:
-            return "no Lease (--no-leader-election)"
-        if elector.renewed_at is not None:
-            elector.release()
-        said = elector.released if isinstance(elector, Elector) else None
-        return f"{self.lease()} {said or 'not held'}"
+def attach_rollout(controller: Controller, name: str, flags: PreflightFlags | None = None) -> RolloutIntent:
+    """`run --rollout NAME`: the DriverRollout object becomes the controller's intent, read at every
+    pass; the controller starts on the spec its status kept in force, else on its spec once the first
+    pass has judged it (controller/intent.py). RolloutMissing when it is not there."""
+    intent = RolloutIntent(controller.api, name, controller.settings, flags)
+    controller.intent = intent
+    intent.read()
+    chosen = intent.starting_policy()
+    if chosen is not None:
+        controller.adopt(*chosen)
+    return intent
 
 
 def check_policy_against_cluster(controller: Controller, policy_path: str | None = None) -> None:
@@ -159,9 +88,10 @@ def check_policy_against_cluster(controller: Controller, policy_path: str | None
         controller.elector.peek()  # before the lists: whether the first pass may read their copy
     snapshot, _ = take(controller.api, controller.settings, controller.cache, fresh=True)
     snapshot.carry = controller.carry  # the nodes' facts worked out here serve the first pass too
-    problem = fleet_problem(controller.policy, fleet(snapshot).managed)
-    if problem is not None:
-        raise ConfigError(refusal(problem, policy_path))
+    if controller.intent is None:  # the object's spec is judged by each pass instead: Valid=False, not exit 2
+        problem = fleet_problem(controller.policy, fleet(snapshot).managed)
+        if problem is not None:
+            raise ConfigError(refusal(problem, policy_path))
     if snapshot.interlocks:  # another writer drives the drivers: refuse, naming it and what turns it off
         raise ConfigError(f"refusing to run: {snapshot.interlocks[0].text}")
     say_holds(controller, snapshot)

@@ -71,6 +71,8 @@ class Settings(BaseSettings):
     # `acknowledge` (or kubectl), only ever read by the controller, so losing the status loses no intent.
     control_configmap: ObjectName = "gpu-driver-upgrade-control"
     lease_name: ObjectName = "gpu-driver-upgrader"
+    # `run --rollout`: the DriverRollout object (deploy/crd.yaml) that holds the intent; None: --policy.
+    rollout: ObjectName | None = None
     lease_duration_seconds: float = Field(15.0, gt=0, allow_inf_nan=False)
     requeue_seconds: float = Field(5.0, gt=0, allow_inf_nan=False)
     # Watch events closer together than this are handled by one pass: node status updates from
