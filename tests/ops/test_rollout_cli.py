@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ from upgrader.sim.fleets.scenarios import build
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = {"maxParallelUpgrades": 2, "maxUnavailable": "50%", "failureDomains": {"canary": "us-east-1a"}}
 NAME = "driverrollout.gpu-upgrader.io/default"
+STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ")  # the text log's time
 
 
 class Served:
@@ -121,3 +125,25 @@ def test_refusals_are_one_line_and_exit_2(
     assert out == "" and err.startswith(line) and err.count("\n") == 1, err
     writes = [r for r in served.cluster.requests[requests:] if r.method not in ("GET",)]
     assert writes == [] and served.obj == before
+
+
+def test_sigterm_stops_between_passes_and_gives_the_lease_up(served: Served) -> None:
+    argv = [sys.executable, "-m", "upgrader.commands.cli", "run", "--rollout", "default", "--kubeconfig",
+            served.kubeconfig]
+    env = {**_env(), "UPGRADER_IDENTITY": "term", "UPGRADER_REQUEUE_SECONDS": "0.2"}
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while served.lease()["spec"].get("holderIdentity") != "term":
+        assert proc.poll() is None and time.monotonic() < deadline, "the controller never took the Lease"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    lines = [STAMP.sub("", line) for line in err.splitlines()]
+    assert lines[0].startswith(f"INFO upgrader {__version__} starting: namespace gpu-operator, intent from rollout "
+                               f"object {NAME}, Lease gpu-operator/gpu-driver-upgrader as term")
+    assert lines[-2:] == [
+        "INFO signal SIGTERM: stopping after the current pass",
+        "INFO stopped (signal SIGTERM): Lease gpu-operator/gpu-driver-upgrader released",
+    ]
+    assert served.lease()["spec"].get("holderIdentity") is None

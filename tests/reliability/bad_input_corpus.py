@@ -4,6 +4,7 @@ environment; and CORPUS itself, every case test_bad_input.py feeds to the CLI.""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 from .bad_input_files import (
     PLAN_GOOD,
@@ -16,6 +17,8 @@ from .bad_input_files import (
     _list_cases,
     _policy_cases,
 )
+
+POLICY_FILE = str(Path(__file__).resolve().parents[2] / "policies" / "default.yaml")
 
 # ----- plan's other inputs -------------------------------------------------------------------------
 
@@ -177,6 +180,17 @@ ARGS: list[Case] = [
     Case("env-driver-namespace-slash-live-plan", "environment", ("plan", "--dry-run", "--kubeconfig", K),
          ("UPGRADER_DRIVER_NAMESPACE='gpu-operator/pods'", "not a namespace name"),
          env={"UPGRADER_DRIVER_NAMESPACE": "gpu-operator/pods"}),
+    Case("env-log-format-xml", "environment", ("run", "--once", "--kubeconfig", K),
+         ("UPGRADER_LOG_FORMAT='xml'", "expected text or json"), env={"UPGRADER_LOG_FORMAT": "xml"}),
+    Case("run-log-format-xml", "arguments", ("run", "--kubeconfig", K, "--log-format", "xml"),
+         ("--log-format", "'xml'")),
+    # The rollout's name is a request path segment too.
+    Case("pause-rollout-slash", "arguments", ("pause", "--kubeconfig", K, "--rollout", "a/b"),
+         ("--rollout='a/b'", "not an object name")),
+    Case("env-rollout-slash-status", "environment", ("status", "--kubeconfig", K),
+         ("UPGRADER_ROLLOUT='../x'", "not an object name"), env={"UPGRADER_ROLLOUT": "../x"}),
+    Case("run-rollout-and-policy", "arguments",
+         ("run", "--kubeconfig", K, "--rollout", "default", "--policy", POLICY_FILE), ("--policy", "give one")),
     # A namespace is a request path segment: `-n a/b` used to PATCH /api/v1/namespaces/a/b/configmaps/...
     Case("pause-namespace-slash", "arguments", ("pause", "--kubeconfig", K, "-n", "a/b"),
          ("--namespace='a/b'", "not a namespace name")),
