@@ -79,7 +79,8 @@ def test_a_pass_that_ran_prints_the_status_and_exits_0(cluster: tuple[EmulatedCl
     assert "could not act" not in err
     assert json.loads(out)["nodes_by_state"]  # the pass saw the fleet
     lease = emulated.get("leases", "gpu-driver-upgrader", "gpu-operator", "coordination.k8s.io")
-    assert lease is not None and lease["spec"]["holderIdentity"]
+    assert lease is not None and lease["spec"]["acquireTime"], "the pass took the Lease"
+    assert lease["spec"]["holderIdentity"] is None, "and --once gave it up on its way out"
 
 
 def test_another_replica_holding_the_lease_is_exit_1(cluster: tuple[EmulatedCluster, str],

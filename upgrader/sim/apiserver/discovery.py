@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrader.sim.apiserver import errors
+from upgrader.sim.apiserver import errors, openapi
 from upgrader.sim.apiserver.registry import EVICTION_DISCOVERY, Registry
 
 Obj = dict[str, Any]
@@ -29,8 +29,8 @@ SERVER_VERSION = {
 def discovery_document(path: str, registry: Registry, server_address: str) -> Obj | None:
     """The discovery document a GET of `path` answers; None when `path` is not a discovery path.
 
-    `path` has no trailing slash ("/" for the root). An unknown group, group-version or an OpenAPI
-    document (not served) is a 404.
+    `path` has no trailing slash ("/" for the root). An unknown group or group-version is a 404, and
+    so is an OpenAPI document other than v3's (openapi.py).
     """
     if path == "/version":
         return SERVER_VERSION
@@ -58,7 +58,10 @@ def discovery_document(path: str, registry: Registry, server_address: str) -> Ob
             raise errors.ApiError(404, "the server could not find the requested resource")
         return _resource_list(registry, parts[1], parts[2])
     if parts[0] in ("openapi", "swagger.json"):
-        raise errors.ApiError(404, "the server could not find the requested resource")
+        document = openapi.document(parts[1:], registry) if parts[0] == "openapi" else None
+        if document is None:
+            raise errors.ApiError(404, "the server could not find the requested resource")
+        return document
     return None
 
 
