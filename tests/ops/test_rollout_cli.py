@@ -147,3 +147,24 @@ def test_sigterm_stops_between_passes_and_gives_the_lease_up(served: Served) -> 
         "INFO stopped (signal SIGTERM): Lease gpu-operator/gpu-driver-upgrader released",
     ]
     assert served.lease()["spec"].get("holderIdentity") is None
+
+
+def test_pause_and_resume_patch_the_spec_and_resume_ends_an_older_configmap_pause(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["pause", "--kubeconfig", served.kubeconfig, "--rollout", "default"]) == 0
+    assert capsys.readouterr().out == f"paused: no new node starts ({NAME} spec.paused)\n"
+    assert served.obj["spec"]["paused"] is True
+    control = {"metadata": {"name": "gpu-driver-upgrade-control", "namespace": "gpu-operator"},
+               "data": {"paused": "true"}}
+    served.cluster.create("configmaps", control, "gpu-operator")
+    try:
+        assert main(["resume", "--kubeconfig", served.kubeconfig, "--rollout", "default", "-n", "gpu-operator"]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("resumed the pause carried over from configmap gpu-operator/gpu-driver-upgrade-control\n"
+                              "resumed: new nodes may start"), out
+        assert served.obj["spec"]["paused"] is False
+        left = served.cluster.get("configmaps", "gpu-driver-upgrade-control", "gpu-operator") or {}
+        assert left["data"]["paused"] == "false"
+    finally:
+        served.cluster.store.delete(served.cluster.type("configmaps"), "gpu-operator", "gpu-driver-upgrade-control")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 from upgrader.commands.status import Refused, _given, _guarded, find_rollout, locate, read_status
@@ -72,18 +73,32 @@ def _spec(api: KubeApi, obj: dict[str, Any], spec: dict[str, Any]) -> str:
 
 
 def _legacy_resume(api: KubeApi, args: argparse.Namespace) -> None:
-    """A pause an older upgrader kept in its control ConfigMap ends with the object's (the controller
-    carries it over until then: docs/operations.md#migrating-from-the-status-configmap)."""
-    from upgrader.kube.snapshot import control_path
+    """A pause an older upgrader kept in its ConfigMaps ends with the object's (the controller carries
+    it over until then: docs/operations.md#migrating-from-the-status-configmap): the control
+    ConfigMap's `paused`, an older CLI's `paused` key in the status one, or the pause the last status
+    recorded once the control ConfigMap is gone. The object's pause has ended already: ConfigMaps this
+    user may not read are said on stderr, not a failure."""
+    from upgrader.kube.api import ApiError
+    from upgrader.kube.snapshot import read_control, status_path
 
     settings = load_settings(namespace=args.namespace)
     namespaces = [settings.namespace] if _given(args) else list(CONTROLLER_NAMESPACES)
     for namespace in namespaces:
         where = settings.model_copy(update={"namespace": namespace})
-        data = (api.get(control_path(where)) or {}).get("data") or {}
-        if data.get("paused") == "true":
+        try:
+            if not read_control(api, where).paused:
+                continue
             _write(api, where, {"paused": "false"})
-            print(f"resumed the pause carried over from configmap {namespace}/{where.control_configmap}")
+            status = (api.get(status_path(where)) or {}).get("data") or {}
+            if "paused" in status or "resumedAt" in status:
+                api.patch(status_path(where), {"data": {"paused": None, "resumedAt": None}})
+        except ApiError as exc:
+            if exc.status not in (401, 403):
+                raise
+            print(f"upgrader: could not check configmap {namespace}/{where.control_configmap} for an older pause: "
+                  f"{exc.status} {exc.reason}", file=sys.stderr)
+            continue
+        print(f"resumed the pause carried over from configmap {namespace}/{where.control_configmap}")
 
 
 def pause(args: argparse.Namespace) -> int:

@@ -139,10 +139,9 @@ class RolloutIntent:
         legacy = self.legacy or Control()
         kept = None
         if legacy.paused and not intent.paused:
-            kept = (
-                f"carried over from configmap {self.settings.namespace}/{self.settings.control_configmap} "
-                "(upgrader resume ends it)"
-            )
+            # From the control ConfigMap; or, that one gone, from the pause the last status recorded.
+            source = legacy.kept or f"configmap {self.settings.namespace}/{self.settings.control_configmap}"
+            kept = f"carried over from {source} (upgrader resume ends it)"
         return Control(
             paused=intent.paused or legacy.paused,
             acknowledged={**legacy.acknowledged, **intent.acknowledged},
