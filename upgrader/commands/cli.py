@@ -96,6 +96,12 @@ def build_parser(prog: str = "upgrader") -> argparse.ArgumentParser:
     serve.add_argument("--kubeconfig", required=True, help="where to write a kubeconfig for it (required)")
     serve.add_argument("--audit-log", help="append every request as a JSON line to this file")
     serve.add_argument(
+        "--enforce-rbac",
+        action="store_true",
+        help="authorise ServiceAccount tokens (`kubectl create token`) by the stored Roles and bindings, "
+        "as kube-apiserver's RBAC authorizer does; the kubeconfig's own token stays cluster-admin",
+    )
+    serve.add_argument(
         "--seed",
         type=int,
         default=0,
@@ -189,7 +195,10 @@ def build_parser(prog: str = "upgrader") -> argparse.ArgumentParser:
         "-w", "--watch", action="store_true", help="redraw one screen every 2 seconds until Ctrl-C (then exit 0)"
     )
 
-    refused = "exit 1 (and nothing written) when no controller has written a status there"
+    refused = (
+        "with a DriverRollout, its spec is patched (RBAC: patch on driverrollouts); without one (run --policy), "
+        "exit 1 (and nothing written) when no controller has written a status in its ConfigMap"
+    )
     for name, text in (
         ("pause", "no new node starts; nodes already in progress finish"),
         ("resume", "end a pause (failures stay unacknowledged: see acknowledge)"),
@@ -271,7 +280,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "sim" and args.sim_command == "serve":
             from upgrader.commands.sim_serve import serve
 
-            return serve(args.scenario, args.nodes, args.port, args.kubeconfig, args.audit_log, args.seed)
+            return serve(
+                args.scenario, args.nodes, args.port, args.kubeconfig, args.audit_log, args.seed, args.enforce_rbac
+            )
         if args.command == "compat":
             from upgrader.commands import compat
 

@@ -23,14 +23,23 @@ def _open_audit(path: str | None) -> IO[str] | None:
         raise UsageError(f"cannot write audit log {path}: {exc.strerror}") from None
 
 
-def serve(scenario: str, nodes: int, port: int, kubeconfig: str, audit_log: str | None, seed: int) -> int:
+def serve(
+    scenario: str,
+    nodes: int,
+    port: int,
+    kubeconfig: str,
+    audit_log: str | None,
+    seed: int,
+    enforce_rbac: bool = False,
+) -> int:
     target = Path(kubeconfig)
     if target.is_dir():
         raise UsageError(f"--kubeconfig {kubeconfig} is a directory")
     if not target.parent.exists():
         raise UsageError(f"--kubeconfig {kubeconfig}: directory {target.parent} does not exist")
     audit = _open_audit(audit_log)
-    cluster = EmulatedCluster(seed=seed, audit=audit)
+    cluster = EmulatedCluster(seed=seed, audit=audit, enforce_rbac=enforce_rbac)
+    cluster.dispatcher.https = enforce_rbac  # kubectl --token sends its token to https servers only
     try:
         info = build(cluster, scenario, nodes)
     except ValueError as exc:
@@ -39,7 +48,8 @@ def serve(scenario: str, nodes: int, port: int, kubeconfig: str, audit_log: str 
         url = cluster.serve(port=port)
     except OSError as exc:
         raise UsageError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
-    cluster.write_kubeconfig(target)
+    assert cluster.server is not None
+    cluster.server.write_kubeconfig(target)  # over TLS (RBAC enforced) with its certificate
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -53,6 +63,12 @@ def serve(scenario: str, nodes: int, port: int, kubeconfig: str, audit_log: str 
         f"-L nvidia.com/gpu-driver-upgrade-state",
         flush=True,
     )
+    if enforce_rbac:
+        print(
+            "RBAC enforced: the kubeconfig's token is cluster-admin; others come from "
+            "`kubectl create token <serviceaccount> -n <namespace>`",
+            flush=True,
+        )
     for note in info.notes:
         print(f"note: {note}", flush=True)
     while not stop.wait(0.5):

@@ -37,7 +37,10 @@ class EmulatedCluster:
         faults: FaultPlan | None = None,
         seed: int = 0,
         audit: IO[str] | None = None,
+        enforce_rbac: bool = False,
     ) -> None:
+        """`enforce_rbac`: authenticate bearer tokens and authorise requests by the stored RBAC objects
+        (no token, or the kubeconfig's, is cluster-admin); see apiserver/rbac.py."""
         self.store = Store(clock or RealClock(), seed)
         self.settings = settings or SimSettings()
         self.disruption = DisruptionController(self.store)
@@ -53,7 +56,7 @@ class EmulatedCluster:
                 self._register_crds,
             ]
         )
-        self.dispatcher = Dispatcher(self.store, faults, RequestLog(audit))
+        self.dispatcher = Dispatcher(self.store, faults, RequestLog(audit), enforce_rbac)
         self.server: EmulatorHTTPServer | None = None
         self._threads: list[threading.Thread] = []
         self._wake = threading.Event()

@@ -18,8 +18,10 @@ from upgrader.sim.apiserver.discovery import discovery_document
 from upgrader.sim.apiserver.events_v1 import EventsV1View, is_view
 from upgrader.sim.apiserver.eviction import evict
 from upgrader.sim.apiserver.faults import FaultPlan, RequestLog, RequestRecord
+from upgrader.sim.apiserver.rbac import Authorizer
 from upgrader.sim.apiserver.registry import ResourceType
 from upgrader.sim.apiserver.store import Store
+from upgrader.sim.apiserver.tokens import PROTOBUF, TokenIssuer, protobuf_token_request
 from upgrader.sim.apiserver.watch import Watcher, parse_resource_version
 
 Obj = dict[str, Any]
@@ -67,12 +69,22 @@ def _bool(value: str | None) -> bool:
 
 
 class Dispatcher:
-    def __init__(self, store: Store, faults: FaultPlan | None = None, log: RequestLog | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        faults: FaultPlan | None = None,
+        log: RequestLog | None = None,
+        enforce_rbac: bool = False,
+    ) -> None:
         self.store = store
         self.faults = faults
         self.log = log if log is not None else RequestLog()  # an empty log is falsy: keep its audit
         self.server_address = "127.0.0.1:0"
         self.events_v1 = EventsV1View(store)
+        self.tokens = TokenIssuer(store)  # TokenRequest is served either way; tokens count only under RBAC
+        # None: no authentication or authorisation at all (the default; see rbac.py).
+        self.rbac: Authorizer | None = Authorizer(store, self.tokens) if enforce_rbac else None
+        self.https = False  # serve HTTPS (http.py): kubectl sends a bearer token only to an https server
 
     # ----- entry point ----------------------------------------------------------------------
 
@@ -93,6 +105,8 @@ class Dispatcher:
             user_agent=req.headers.get("user-agent", ""),
         )
         try:
+            if self.rbac is not None:  # off, this check is the whole cost
+                self.rbac.check(req, record)
             response = self._discovery(req)
             if response is None:
                 response = self._resource(req, record)
@@ -137,6 +151,7 @@ class Dispatcher:
             sub is not None
             and sub not in rtype.subresources
             and not (rtype.kind == "Pod" and sub == "eviction")
+            and not (rtype.key == ("", "serviceaccounts") and sub == "token")
         ):
             raise errors.ApiError(404, "the server could not find the requested resource")
         return Target(rtype, namespace, name, sub)
@@ -148,7 +163,10 @@ class Dispatcher:
         record.verb, record.resource = verb, target.rtype.plural
         record.namespace, record.name = target.namespace or "", target.name or ""
         record.subresource = target.subresource or ""
-        body = self._decode(req.body) if req.body else None
+        if target.subresource == "token" and req.headers.get("content-type", "").startswith(PROTOBUF):
+            body: Any = protobuf_token_request(req.body)  # how kubectl create token sends it
+        else:
+            body = self._decode(req.body) if req.body else None
         if verb in ("create", "update", "patch", "delete"):
             record.body = body
         if _bool(params.get("dryRun")) or params.get("dryRun") == "All":
@@ -172,7 +190,8 @@ class Dispatcher:
             "PATCH": "patch",
             "DELETE": "delete" if target.name else "deletecollection",
         }
-        if method not in verbs or (method == "POST" and target.name and target.subresource != "eviction"):
+        posts_to_object = method == "POST" and target.name and target.subresource not in ("eviction", "token")
+        if method not in verbs or posts_to_object:
             raise errors.ApiError(405, "the server does not allow this method on the requested resource")
         return verbs[method]
 
@@ -294,6 +313,8 @@ class Dispatcher:
                 raise errors.bad_request("request body must be a JSON object")
             if target.subresource == "eviction":
                 return Response(201, encode(evict(store, target.namespace or "", target.name or "", body)))
+            if target.subresource == "token":
+                return Response(201, encode(self.tokens.token_request(target.namespace or "", target.name or "", body)))
             if strict:
                 return Response(201, encode(store.create(rtype, target.namespace, body, strict=True)))
             return Response(201, encode(objects.create(rtype, target.namespace, body)))

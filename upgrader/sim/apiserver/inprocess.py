@@ -122,8 +122,11 @@ class InProcessREST:
         )
 
 
-def in_process_client(dispatcher: Dispatcher) -> k8s.ApiClient:
+def in_process_client(dispatcher: Dispatcher, token: str | None = None) -> k8s.ApiClient:
+    """`token`: send it as the bearer token (a ServiceAccount's, from `dispatcher.tokens.mint`)."""
     config = k8s.Configuration(host="http://emulator.in-process")
+    if token is not None:
+        config.api_key = {"authorization": f"Bearer {token}"}
     api = k8s.ApiClient(config)
     api.rest_client = InProcessREST(dispatcher)  # type: ignore[assignment]
     return api

@@ -138,6 +138,11 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     ),
     _t("events.k8s.io", "v1", "events", "Event", True, short_names=("ev",)),
     _t("coordination.k8s.io", "v1", "leases", "Lease", True),
+    # RBAC objects (deploy/rbac.yaml); enforced only on an EmulatedCluster(enforce_rbac=True), see rbac.py.
+    _t("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+    _t("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    _t("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
+    _t("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
     # Dynamic Resource Allocation: claims a DRA driver allocates (NVIDIA's is gpu.nvidia.com).
     _t("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, subresources=("status",)),
     _t(
