@@ -1,9 +1,12 @@
-"""The world a campaign runs in: the healthy fleet with the GPU Operator's paths in play, its recorder,
-the campaign policy and domain order, and the figures a campaign prints."""
+"""The world a campaign runs in: the healthy fleet with the GPU Operator's paths in play, the
+DriverRollout object `default` (deploy/crd.yaml) whose spec is the campaign policy and the controllers'
+only source of intent (`run --rollout default`), its recorder, the domain order, and the figures a
+campaign prints."""
 
 from __future__ import annotations
 
-import json
+import copy
+import functools
 import os
 import time
 from collections import Counter
@@ -11,8 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.e2e.conftest import FAST_POLICY, FAST_SIM
-from upgrader.core.policy import policy_from_mapping
+from upgrader.core.policy import Policy, policy_from_mapping
+from upgrader.core.rollout_object import GROUP, KIND, PLURAL, VERSION
 from upgrader.core.states import STATE_LABEL, WAS_UNSCHEDULABLE, State
 from upgrader.sim.apiserver.faults import FaultPlan
 from upgrader.sim.cluster import EmulatedCluster
@@ -36,8 +42,24 @@ ORDER = ["us-east-1a", "us-east-1b", "us-east-1c"]
 POLICY = {**FAST_POLICY, "drain": {"enable": True, "force": True, "podSelector": "app=scratch"}}
 MIG = "nvidia.com/mig-1g.10gb"
 DRIVER_APP = "nvidia-driver-daemonset"
-STATUS = ("gpu-operator", "gpu-driver-upgrade-status")
-CONTROL = ("gpu-operator", "gpu-driver-upgrade-control")  # the operators' pause and acknowledgements
+ROLLOUT = "default"  # the DriverRollout the controllers follow (`run --rollout default`)
+CRD = Path(__file__).resolve().parents[2] / "deploy" / "crd.yaml"
+MERGE = "application/merge-patch+json"
+
+
+@functools.cache
+def _crd() -> dict[str, Any]:
+    return dict(yaml.safe_load(CRD.read_text()))
+
+
+def create_rollout(cluster: EmulatedCluster, spec: dict[str, Any]) -> None:
+    """The CRD and the object `default` with `spec`, as `kubectl apply -f deploy/` makes them."""
+    crds = cluster.type("customresourcedefinitions", "apiextensions.k8s.io")
+    cluster.store.create(crds, None, copy.deepcopy(_crd()))
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": {"name": ROLLOUT}, "spec": spec}
+    created = cluster.store.create(cluster.type(PLURAL, GROUP, VERSION), None, copy.deepcopy(body))
+    # The schema prunes what it does not know: the audit's policy must be the one the controller reads.
+    assert created["spec"] == spec, f"the CRD pruned the campaign policy: {created['spec']} != {spec}"
 
 
 def operator_paths(cluster: EmulatedCluster, info: ScenarioInfo) -> None:
@@ -132,23 +154,35 @@ class World:
     recorder: RolloutRecorder
     url: str
     kubeconfig: Path
+    policy_marked: Policy | None = None
 
     @property
     def domain_of(self) -> dict[str, str]:
         return {n: z for z, nodes in self.info.domains.items() for n in nodes}
 
+    def rollout(self) -> dict[str, Any]:
+        """The DriverRollout object as the API server has it."""
+        return self.cluster.get(PLURAL, ROLLOUT, None, GROUP, VERSION) or {}
+
     def phase(self) -> str | None:
-        cm = self.cluster.get("configmaps", "gpu-driver-upgrade-status", "gpu-operator")
-        return (cm or {}).get("data", {}).get("phase")
+        return (self.rollout().get("status") or {}).get("phase")
 
     def status(self) -> dict[str, Any]:
-        """The status as `upgrader status -o json` shows it."""
-        cm = self.cluster.get("configmaps", STATUS[1], STATUS[0])
-        try:
-            status = json.loads(((cm or {}).get("data") or {}).get("status.json") or "{}")
-        except ValueError:
-            return {}
-        return status if isinstance(status, dict) else {}
+        """The status as `upgrader status -o json` shows it: the report the controller keeps in the
+        object's status (what the status ConfigMap held before the object)."""
+        report = (self.rollout().get("status") or {}).get("report")
+        return report if isinstance(report, dict) else {}
+
+    def patch_spec(self, spec: dict[str, Any]) -> None:
+        """A platform engineer's `kubectl patch driverrollout default --type merge` of spec."""
+        self.cluster.store.patch(self.cluster.type(PLURAL, GROUP, VERSION), None, ROLLOUT, MERGE, {"spec": spec})
+
+    def acted_on(self, policy: Policy) -> None:
+        """A pass of the leader acts on `policy` from here on: the audit judges by it from this moment
+        (marked once per change, whichever replica leads)."""
+        if policy != self.policy_marked:
+            self.policy_marked = policy
+            self.recorder.policy_in_effect(policy)
 
     def all_done(self) -> bool:
         return all((self.cluster.get("nodes", n) or {}).get("metadata", {}).get("labels", {}).get(STATE_LABEL)
@@ -173,20 +207,30 @@ class World:
                                  and r.state == State.POD_DELETION_REQUIRED.value) > 0
         return seen
 
+    def reported_done(self, timeout: float = 30.0) -> bool:
+        """Whether the controller says so on the object: the intent it acts on is the object's."""
+        return wait_for(lambda: self.phase() == "Done", timeout)
+
     def violations(self, **kwargs: Any) -> list[str]:
         policy = policy_from_mapping(POLICY)
         found = self.recorder.check(policy, self.domain_of, ORDER[0], ORDER, **kwargs)
         found += [f"incident: {i}" for i in self.cluster.daemonsets.incidents]
         if not self.all_done():
             found.append("not every node reached upgrade-done")
+        if self.phase() != "Done":
+            found.append(f"the rollout object's status says {self.phase()}, not Done")
         return found
 
 
-def world(tmp: Path, scenario: str = "healthy", faults: FaultPlan | None = None, seed: int = 0) -> World:
+def world(tmp: Path, scenario: str = "healthy", faults: FaultPlan | None = None, seed: int = 0,
+          spec: dict[str, Any] | None = None) -> World:
+    """The fleet, and the rollout object with `spec` (default: POLICY) that the recorder follows: its
+    spec's pause and acknowledgements, its status's current domain."""
     cluster = EmulatedCluster(settings=SimSettings(**FAST_SIM), faults=None, seed=seed)
     info = build(cluster, scenario, 6, job_seconds=1.5)
     operator_paths(cluster, info)
-    recorder = RolloutRecorder(cluster, status=STATUS, control=CONTROL)
+    create_rollout(cluster, POLICY if spec is None else spec)
+    recorder = RolloutRecorder(cluster, rollout=ROLLOUT)
     recorder.initially_cordoned.discard(info.nodes[-1])  # the Operator's own cordon: ours to lift
     url = cluster.serve()
     cluster.faults = faults  # after building: the scenario itself is not faulted

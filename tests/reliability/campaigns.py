@@ -7,6 +7,9 @@ their figures:
 
     UPGRADER_CAMPAIGN=full .venv/bin/python -m pytest tests/reliability/test_campaigns.py -s
 
+Every controller takes its intent from the DriverRollout object `default` (`run --rollout default`,
+or `attach_rollout` in process), whose spec is the campaign policy.
+
 Here the SIGKILL, two-replica and API-fault campaigns; the world they run in is in campaign_world.py,
 the disturbance campaign in disturbance_campaign.py.
 """
@@ -23,34 +26,28 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import yaml
 from kubernetes import client as k8s
 
 from tests.e2e.conftest import fast_settings
-from upgrader.controller.runner import build_controller, start_watches
-from upgrader.core.policy import policy_from_mapping
+from upgrader.controller.runner import attach_rollout, build_controller, start_watches
+from upgrader.core.policy import Policy
 from upgrader.sim.apiserver.faults import FaultPlan
 from upgrader.sim.proving.invariants import lease_handovers, writer_switches
 
-from .campaign_world import POLICY, Figures, World, wait_for, world
+from .campaign_world import ROLLOUT, Figures, World, wait_for, world
 
 LEASE_SECONDS = "1"
 
 
 # ----- controller processes ----------------------------------------------------------------------
 
-def spawn(w: World, policy_file: Path, log: Path) -> subprocess.Popen[bytes]:
+def spawn(w: World, log: Path) -> subprocess.Popen[bytes]:
+    """`upgrader run --rollout default`: its policy is the object's spec, read at every pass."""
     env = {**os.environ, "UPGRADER_REQUEUE_SECONDS": "0.1", "UPGRADER_LEASE_DURATION_SECONDS": LEASE_SECONDS}
     with log.open("ab") as out:
         argv = [sys.executable, "-m", "upgrader.commands.cli", "run", "--kubeconfig", str(w.kubeconfig),
-                "--policy", str(policy_file)]
+                "--rollout", ROLLOUT]
         return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
-
-
-def policy_file(tmp: Path) -> Path:
-    path = tmp / "policy.yaml"
-    path.write_text(yaml.safe_dump(POLICY))
-    return path
 
 
 def kill_campaign(tmp: Path, kills: int, seed: int) -> Figures:
@@ -62,7 +59,7 @@ def kill_campaign(tmp: Path, kills: int, seed: int) -> Figures:
     log = tmp / "kill.log"
     while figures.counts["kills"] < kills:
         w = world(tmp, seed=seed + figures.rollouts)
-        proc = spawn(w, policy_file(tmp), log)
+        proc = spawn(w, log)
         try:
             while not w.all_done() and figures.counts["kills"] < kills:
                 if wait_for(w.all_done, rng.uniform(0.3, 2.5)):
@@ -70,11 +67,12 @@ def kill_campaign(tmp: Path, kills: int, seed: int) -> Figures:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(timeout=10)
                 figures.counts["kills"] += 1
-                proc = spawn(w, policy_file(tmp), log)
+                proc = spawn(w, log)
             if not wait_for(w.all_done, 120):
                 figures.violations.append(f"rollout {figures.rollouts}: did not finish after the kills")
             # The last controller must be up (past its imports, signal handlers set) before SIGTERM.
             wait_for(lambda w=w, proc=proc: started_requests(w, proc), 60)
+            w.reported_done()
         finally:
             proc.send_signal(signal.SIGTERM)
             if proc.wait(timeout=15) != 0:
@@ -111,7 +109,7 @@ def replica_campaign(tmp: Path, rollouts: int, seed: int, replicas: int = 2) -> 
     started = time.monotonic()
     for index in range(rollouts):
         w = world(tmp, seed=seed + index)
-        procs = [spawn(w, policy_file(tmp), tmp / f"replica-{index}-{r}.log") for r in range(replicas)]
+        procs = [spawn(w, tmp / f"replica-{index}-{r}.log") for r in range(replicas)]
         try:
             if index % 2 == 1:  # kill whoever leads, once, mid-rollout
                 wait_for(lambda w=w: bool(holder_of(w)), 60)  # replicas may take a while to start on a busy machine
@@ -126,6 +124,7 @@ def replica_campaign(tmp: Path, rollouts: int, seed: int, replicas: int = 2) -> 
                     figures.counts["leader kills"] += 1
             if not wait_for(w.all_done, 120):
                 figures.violations.append(f"rollout {index}: did not finish")
+            w.reported_done()
         finally:
             for proc in procs:
                 if proc.poll() is None:
@@ -157,8 +156,9 @@ def fault_campaign(tmp: Path, rollouts: int, seed: int, rate: float = 0.05) -> F
     started = time.monotonic()
     for index in range(rollouts):
         w = world(tmp, faults=FaultPlan.uniform(rate, seed=seed + index), seed=seed + index)
-        controller = build_controller(k8s.ApiClient(k8s.Configuration(host=w.url)),
-                                      policy_from_mapping(POLICY), fast_settings(f"faults-{index}"))
+        controller = build_controller(k8s.ApiClient(k8s.Configuration(host=w.url)), Policy(),
+                                      fast_settings(f"faults-{index}"))
+        attach_rollout(controller, ROLLOUT)  # its GET faulted too: retried as every read is
         stop, wake = threading.Event(), threading.Event()
         start_watches(controller, stop, wake)
         loop = threading.Thread(target=controller.run, args=(stop, wake), daemon=True)
@@ -166,6 +166,7 @@ def fault_campaign(tmp: Path, rollouts: int, seed: int, rate: float = 0.05) -> F
         try:
             if not wait_for(w.all_done, 180):
                 figures.violations.append(f"rollout {index}: did not finish (phase {w.phase()})")
+            w.reported_done()
         finally:
             stop.set()
             wake.set()

@@ -1,5 +1,6 @@
-"""The disturbance campaign: people, restarts with another domain order, latency and restores around
-in-process controllers, an operator following the runbooks, and `check_disturbed` judging each rollout."""
+"""The disturbance campaign: people, spec patches with another domain order, latency and restores
+around in-process controllers that follow the DriverRollout object, an operator following the
+runbooks, and `check_disturbed` judging each rollout."""
 
 from __future__ import annotations
 
@@ -10,14 +11,17 @@ import random
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
 
+from upgrader.controller.intent import RolloutIntent
 from upgrader.controller.loop import Controller, PassReport
-from upgrader.controller.runner import build_controller, start_watches
+from upgrader.controller.preflight_source import PreflightFiles
+from upgrader.controller.runner import attach_rollout, build_controller, start_watches
 from upgrader.controller.settings import Settings
 from upgrader.core.policy import Policy, policy_from_mapping
 from upgrader.core.states import (
@@ -29,12 +33,13 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
+from upgrader.core.views import Snapshot
 from upgrader.sim.apiserver.backup import Backup
 from upgrader.sim.apiserver.errors import ApiError
 from upgrader.sim.apiserver.faults import FaultPlan
 from upgrader.sim.proving.recording import ZONE_LABEL
 
-from .campaign_world import ORDER, POLICY, Figures, World, wait_for, world
+from .campaign_world import ORDER, POLICY, ROLLOUT, Figures, World, wait_for, world
 from .writers_and_clocks import GONE, KINDS, OtherWriters, split_incidents
 
 DISTURBANCES = ("order change", "zone relabel", "state set by hand", "bogus state label", "record removed",
@@ -68,8 +73,9 @@ def ordered_policy(order: list[str]) -> dict[str, Any]:
 
 
 class InProcessController:
-    """One controller at a time, in process over HTTP; a policy change is a clean stop and a new start.
-    Each pass tells the recorder when it reads the cluster."""
+    """One controller at a time, in process over HTTP, as `run --rollout default` builds it: its policy
+    is the object's spec, and a spec change takes effect at its next pass, no restart. Each pass tells
+    the recorder when it reads the cluster, and which policy it acts on once it has judged the spec."""
 
     def __init__(self, w: World, name: str) -> None:
         self.w, self.name, self.starts = w, name, 0
@@ -78,22 +84,20 @@ class InProcessController:
         self.thread: threading.Thread | None = None
         self.failures: list[str] = []
 
-    def start(self, mapping: dict[str, Any], skew: float = 0.0) -> Policy:
-        """Start with `mapping`; `skew`: seconds this replica's wall clock is ahead of the API server's."""
-        policy = policy_from_mapping(mapping)
+    def start(self, skew: float = 0.0) -> None:
+        """Start on the object; `skew`: seconds this replica's wall clock is ahead of the API server's."""
         self.starts += 1
         settings = Settings(requeue_seconds=0.1, identity=f"{self.name}-{self.starts}",
                             lease_duration_seconds=DISTURBED_LEASE_SECONDS)
-        controller = build_controller(k8s.ApiClient(k8s.Configuration(host=self.w.url)), policy, settings)
+        controller = build_controller(k8s.ApiClient(k8s.Configuration(host=self.w.url)), Policy(), settings)
         if skew:  # this replica's machine: its clock is off; what it reads from the API server is not
             controller.api.server_clock.local = lambda: time.time() + skew
         self._time_passes(controller)
+        self._tell_policies(controller, attach_rollout(controller, ROLLOUT))
         self.stop_event, self.wake = threading.Event(), threading.Event()
         start_watches(controller, self.stop_event, self.wake)
-        self.w.recorder.policy_in_effect(policy)
         self.thread = threading.Thread(target=controller.run, args=(self.stop_event, self.wake), daemon=True)
         self.thread.start()
-        return policy
 
     def _time_passes(self, controller: Controller) -> None:
         # The pass proper (after the lease): its snapshot is read from here on.
@@ -104,6 +108,18 @@ class InProcessController:
             return original()
 
         controller._pass = timed  # type: ignore[method-assign]
+
+    def _tell_policies(self, controller: Controller, intent: RolloutIntent) -> None:
+        """After each pass has judged the spec (only the leader's passes do, before deciding anything),
+        the policy it acts on is the one in effect: a generation it adopted, or a standby's own at its
+        first pass as leader. Not at start: a standby's policy is not in effect while another leads."""
+        original = intent.judge
+
+        def judged(snapshot: Snapshot, adopt: Callable[[Policy, PreflightFiles], None]) -> None:
+            original(snapshot, adopt)
+            self.w.acted_on(controller.policy)
+
+        intent.judge = judged  # type: ignore[method-assign]
 
     def stop(self) -> None:
         if self.thread is not None and not self.thread.is_alive():  # a traceback on stderr says why
@@ -137,8 +153,10 @@ class Disturber(OtherWriters):
         self.noticed: dict[tuple[str, str], float] = {}
         self.init_other_writers()
 
-    def policy_mapping(self) -> dict[str, Any]:
-        return ordered_policy(self.order)
+    def set_order(self) -> None:
+        """The platform engineer's `kubectl patch` of the object's domain order: no restart."""
+        with self.w.recorder.by_hand("platform engineer"):
+            self.w.patch_spec({"failureDomains": {"order": self.order}})
 
     # ----- the disturbances ------------------------------------------------------------------------
 
@@ -155,11 +173,12 @@ class Disturber(OtherWriters):
             if not getattr(self, KINDS[kind])():
                 return False
         elif kind == "order change":
-            if self.standby is not None:  # one policy at a time: the audit judges by the one in effect
+            # Not while a standby waits, as when a change meant a restart: a standby's policy, read at its
+            # start, is told to the audit only at its first pass as leader.
+            if self.standby is not None:
                 return False
             self.order = list(rng.choice([o for o in itertools.permutations(ORDER) if list(o) != self.order]))
-            self.controller.stop()
-            self.controller.start(ordered_policy(self.order))
+            self.set_order()
         elif kind == "zone relabel":
             name = rng.choice(nodes)
             zone = ((self.node(name).get("metadata") or {}).get("labels") or {}).get(ZONE_LABEL)
@@ -226,6 +245,12 @@ class Disturber(OtherWriters):
                     self.w.cluster.restore_from(backup, future_watches=how)
             self.figures.counts[f"restores ({how})"] += 1
             self.after_restore()
+            # The object came back with the backup too: an older domain order is set again, as the
+            # operator sets the pause again (GitOps would); the audit follows what the passes adopt.
+            order = ((self.w.rollout().get("spec") or {}).get("failureDomains") or {}).get("order")
+            if order != self.order:
+                self.set_order()
+                self.figures.counts["platform engineer: order set again after a restore"] += 1
             # An admin whose ticket was closed uncordons again what the older state cordons again.
             reopened = (self.closed - {n for *_, n in self.later}) & self.w.recorder.foreign_cordons(set(nodes))
             for name in sorted(reopened):
@@ -314,9 +339,27 @@ class Disturber(OtherWriters):
         self.figures.counts[f"operator: {what}"] += 1
 
 
+def spec_in_force(w: World, order: list[str]) -> list[str]:
+    """At the end, the object's newest spec is in force and the audit judged by it: every change a
+    pass adopted was told to the recorder (a spec the controller ignored would void the audit)."""
+
+    def caught_up() -> bool:
+        obj = w.rollout()
+        return (obj.get("status") or {}).get("specInForceGeneration") == obj["metadata"].get("generation")
+
+    if not wait_for(caught_up, 15):
+        obj = w.rollout()
+        return [f"generation {obj['metadata'].get('generation')} of the spec not in force at the end: "
+                f"{(obj.get('status') or {}).get('specInForceGeneration')}"]
+    if w.policy_marked is None or list(w.policy_marked.failure_domains.order) != order:
+        return [f"the audit's last policy has the order {w.policy_marked and w.policy_marked.failure_domains.order}, "
+                f"the spec {order}"]
+    return []
+
+
 def disturbance_campaign(tmp: Path, rollouts: int, seed: int, disturb_seconds: float = 20.0) -> Figures:
     """Rollouts disturbed for `disturb_seconds` each, every one of DISTURBANCES at least once (in a
-    seeded order), then more drawn at random: restarts with another domain order, zone relabels,
+    seeded order), then more drawn at random: spec patches of the domain order (no restart), zone relabels,
     state labels set by hand (another state, or `bogus`), records removed, an admin's cordon and
     uncordon, seconds of API latency, the API server restored from an older backup. An operator
     answers what the runbooks ask. Each rollout must end with every node upgrade-done and
@@ -325,9 +368,10 @@ def disturbance_campaign(tmp: Path, rollouts: int, seed: int, disturb_seconds: f
     started = time.monotonic()
     for index in range(rollouts):
         rng = random.Random(seed * 1000 + index)
-        w = world(tmp, seed=seed + index)
+        first = policy_from_mapping(ordered_policy(ORDER))
+        w = world(tmp, seed=seed + index, spec=ordered_policy(ORDER))
         controller = InProcessController(w, f"disturbed-{index}")
-        first = controller.start(ordered_policy(ORDER))
+        controller.start()
         disturber = Disturber(w, controller, rng, figures, list(ORDER))
         try:
             plan = rng.sample(DISTURBANCES, len(DISTURBANCES))
@@ -345,6 +389,7 @@ def disturbance_campaign(tmp: Path, rollouts: int, seed: int, disturb_seconds: f
                 elif plan:  # nothing fits it now: try it again later
                     plan.append(plan.pop(0))
             figures.counts["kinds never applied"] += len(plan)
+            figures.counts.update(f"never applied: {kind}" for kind in plan)  # which, for whoever reads a failure
             disturber.tick(closing=True)
 
             def finished(d: Disturber = disturber) -> bool:
@@ -357,6 +402,7 @@ def disturbance_campaign(tmp: Path, rollouts: int, seed: int, disturb_seconds: f
                                           f"{w.status().get('message')}; {states})")
             figures.counts["nodes left cordoned by an admin's open ticket"] += sum(
                 1 for *_, name in disturber.later if disturber.cordoned(name))
+            figures.violations += [f"rollout {index}: {v}" for v in spec_in_force(w, disturber.order)]
         finally:
             disturber.tick(closing=True, ended=True)
             for replica in disturber.replicas:
@@ -375,6 +421,8 @@ def disturbance_campaign(tmp: Path, rollouts: int, seed: int, disturb_seconds: f
         figures.violations += [f"rollout {index}: incident: {i}" for i in ours]
         figures.counts["driver restarts Kubernetes made under RollingUpdate"] += kubernetes
         figures.counts["judged on the world before a disturbance"] += len(audit.excused)
+        adopted = [m.policy.failure_domains.order for m in w.recorder.marks if m.kind == "policy" and m.policy]
+        figures.counts["domain orders a pass put in force"] += sum(1 for a, b in itertools.pairwise(adopted) if a != b)
         figures.counts.update(w.paths())
         figures.rollouts += 1
     figures.seconds = time.monotonic() - started

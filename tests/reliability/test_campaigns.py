@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from upgrader.core.policy import policy_from_mapping
+from upgrader.core.rollout_object import GROUP, PLURAL, VERSION
 from upgrader.core.states import FAILED_AT, STATE_LABEL, State
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
@@ -15,7 +16,7 @@ from upgrader.sim.proving.disturbed_audit import DisturbedAudit
 from upgrader.sim.proving.invariants import RolloutRecorder
 from upgrader.sim.proving.recording import ZONE_LABEL
 
-from .campaign_world import CONTROL, FULL, ORDER, STATUS, Figures
+from .campaign_world import FULL, ORDER, ROLLOUT, Figures, create_rollout
 from .campaigns import fault_campaign, kill_campaign, replica_campaign
 from .disturbance_campaign import DISTURBANCES, LAG, disturbance_campaign, ordered_policy
 
@@ -61,8 +62,11 @@ def test_disturbance_campaign(tmp_path: Path) -> None:
     # Every kind in every rollout (the API server replaced at least once in each), latency for real.
     assert figures.counts["kinds never applied"] == 0 and all(figures.counts[k] >= 1 for k in DISTURBANCES)
     assert figures.counts["requests delayed"] > 0, figures.line()
+    # A spec patch of the domain order was put in force by a pass, no restart, and the audit judged by it.
+    assert figures.counts["domain orders a pass put in force"] >= 1, figures.line()
     # The other writers and clocks for real: a cordon landed in the window before upgrader's own, the
-    # CLI ran minutes off, a failure was acknowledged from it, and a status deleted while paused came back Paused.
+    # CLI ran minutes off, a failure was acknowledged from it, and the rollout's status wiped while paused
+    # came back Paused (the status ConfigMap deleted while paused, before the object).
     for seen in ("admin cordons in the window before upgrader's own", "CLI runs with a skewed clock",
                  "operator: acknowledge", "status written again as Paused"):
         assert figures.counts[seen] >= 1, (seen, figures.line())
@@ -73,15 +77,17 @@ def test_disturbance_campaign(tmp_path: Path) -> None:
 # ----- the disturbed-rollout audit itself: it catches what it must, and excuses only races -----------
 
 class Fleet:
-    """Nine nodes, three per zone, all upgrade-required; writes as upgrader or as a person."""
+    """Nine nodes, three per zone, all upgrade-required, and the rollout object; writes as upgrader or as a person."""
 
     def __init__(self) -> None:
         self.cluster = EmulatedCluster.virtual()
         self.info = build(self.cluster, "healthy", 9)
         for name in self.info.nodes:
             self.label(name, State.UPGRADE_REQUIRED.value)
-        self.recorder = RolloutRecorder(self.cluster, status=STATUS, control=CONTROL)
-        self.policy = policy_from_mapping({**ordered_policy(ORDER), "maxUnavailable": "50%"})  # maxParallel 2
+        spec = {**ordered_policy(ORDER), "maxUnavailable": "50%"}  # maxParallel 2
+        create_rollout(self.cluster, spec)
+        self.recorder = RolloutRecorder(self.cluster, rollout=ROLLOUT)
+        self.policy = policy_from_mapping(spec)
         self.recorder.policy_in_effect(self.policy)
 
     def write(self, name: str, body: dict[str, Any], who: str | None = None) -> None:
@@ -94,14 +100,11 @@ class Fleet:
     def cordon(self, name: str, on: bool, who: str | None = None) -> None:
         self.write(name, {"spec": {"unschedulable": True if on else None}}, who)
 
-    def control(self, data: dict[str, str]) -> None:
-        """`upgrader pause` / `acknowledge` as the control ConfigMap holds them."""
+    def control(self, spec: dict[str, Any]) -> None:
+        """`upgrader pause` / `acknowledge` as the object's spec holds them (the control ConfigMap's data, before)."""
         with self.recorder.by_hand("operator"):
-            if self.cluster.get("configmaps", CONTROL[1], CONTROL[0]) is None:
-                self.cluster.create("configmaps", {"metadata": {"name": CONTROL[1]}, "data": data}, CONTROL[0])
-            else:
-                self.cluster.store.patch(self.cluster.type("configmaps"), CONTROL[0], CONTROL[1],
-                                         "application/merge-patch+json", {"data": data})
+            self.cluster.store.patch(self.cluster.type(PLURAL, GROUP, VERSION), None, ROLLOUT,
+                                     "application/merge-patch+json", {"spec": spec})
 
     def fail(self, name: str, at: str) -> None:
         self.write(name, {"metadata": {"labels": {STATE_LABEL: State.FAILED.value}, "annotations": {FAILED_AT: at}}})
@@ -163,7 +166,7 @@ def test_the_audit_follows_whose_cordon_it_is_back_through_a_restore() -> None:
 def test_the_audit_holds_starts_while_paused_excusing_only_a_pass_that_began_before_the_pause() -> None:
     f = Fleet()
     f.start("gpu-a-01")
-    f.control({"paused": "true"})
+    f.control({"paused": True})
     f.start("gpu-a-02")  # its pass read the cluster just before the pause landed
     assert f.audit().violations == [] and len(f.audit().excused) == 1
     for name in ("gpu-a-01", "gpu-a-02"):
@@ -180,7 +183,7 @@ def test_the_audit_lets_an_acknowledged_failure_go_and_holds_a_later_failure_of_
     f = Fleet()
     f.start("gpu-a-01")
     f.fail("gpu-a-01", "2026-01-01T00:00:05Z")
-    f.control({"acknowledged": '{"gpu-a-01": "2026-01-01T00:00:05Z"}'})
+    f.control({"acknowledgedFailures": [{"node": "gpu-a-01", "failedAt": "2026-01-01T00:00:05Z"}]})
     f.cluster.advance(LAG + 1)
     f.start("gpu-a-02")
     assert f.audit().violations == []
@@ -197,10 +200,10 @@ def test_the_audit_excuses_a_start_racing_an_admin_cordon_in_a_pass_that_read_th
     f = Fleet()
     for name in ("gpu-b-01", "gpu-b-02", "gpu-c-01", "gpu-c-02"):
         f.cordon(name, True, "admin")
-    f.control({"paused": "true"})
+    f.control({"paused": True})
     f.cluster.advance(LAG + 1)
     f.recorder.pass_begins()
-    f.control({"paused": "false"})
+    f.control({"paused": False})
     f.cordon("gpu-c-03", True, "admin")  # the fifth unavailable node: maxUnavailable 5 reached
     f.label("gpu-a-01", State.CORDON_REQUIRED.value)
     audit = f.audit()
@@ -211,12 +214,12 @@ def test_the_audit_excuses_a_start_of_a_pass_that_read_a_resume_and_not_the_paus
     """A slow pass: it read the resume, decided two starts, and the operator paused again before the
     second was written."""
     f = Fleet()
-    f.control({"paused": "true"})
+    f.control({"paused": True})
     f.cluster.advance(LAG + 1)
     f.recorder.pass_begins()
-    f.control({"paused": "false"})
+    f.control({"paused": False})
     f.label("gpu-a-01", State.CORDON_REQUIRED.value)
-    f.control({"paused": "true"})
+    f.control({"paused": True})
     f.label("gpu-a-02", State.CORDON_REQUIRED.value)  # decided with the first, on the same snapshot
     audit = f.audit()
     assert audit.violations == [] and len(audit.excused) == 1, audit

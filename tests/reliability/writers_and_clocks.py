@@ -1,8 +1,8 @@
 """The disturbances of the promises that hold against other writers and other clocks (issue 23): a
 standby replica and the CLI with clocks minutes off, a second upgrade controller moving state labels,
 the GPU Operator's interlocks switched on (ClusterPolicy autoUpgrade, a driver DaemonSet rolled by
-Kubernetes), a pause whose status object is deleted, and an admin's cordon in the window before
-upgrader's own; with the checks that only they need (docs/operations.md, docs/policy.md)."""
+Kubernetes), a pause whose rollout object's status is wiped, and an admin's cordon in the window
+before upgrader's own; with the checks that only they need (docs/operations.md, docs/policy.md)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from random import Random
 from typing import Any
 
 from tests.conftest import required_binary
+from upgrader.core.rollout_object import GROUP, PLURAL, VERSION
 from upgrader.core.states import SINCE_STATE, STATE_LABEL, State
 from upgrader.sim.apiserver.errors import ApiError
 from upgrader.sim.apiserver.faults import RequestRecord
@@ -29,7 +30,7 @@ from upgrader.sim.controllers.driver import ROLLED_BY_KUBERNETES
 from upgrader.sim.fleets.builders import CLUSTER_POLICY, OPERATOR_NS
 from upgrader.sim.proving.invariants import writer_switches
 
-from .campaign_world import CONTROL, STATUS, Figures, World
+from .campaign_world import ROLLOUT, Figures, World
 
 SKEW_MINUTES = (1.0, 20.0)  # how far off the clocks of the skewed replicas and CLIs are, either way
 WRITES = {"create", "patch", "update", "delete"}
@@ -56,7 +57,8 @@ class SkewedCli:
 
     def __call__(self, *args: str, refusals: tuple[str, ...] = ()) -> bool:
         """Run `upgrader ARGS`; False when it refused with one of `refusals` (anything else that is not
-        exit 0 is a failure of the campaign)."""
+        exit 0 is a failure of the campaign: a 409 from the controller's status writes meanwhile included,
+        which the CLI meets by reading the object again)."""
         skew = skew_seconds(self.rng)
         self.skews.append(skew)
         argv = [self.faketime, "-f", f"{skew:+.0f}", sys.executable, "-m", "upgrader.commands.cli", *args,
@@ -105,12 +107,11 @@ class Interlocks:
                 window.cut = True
                 self.close(window)
 
-    def status_writes(self, window: Window, status: str, lag: float) -> list[bool]:
-        """For each status write upgrader made from `lag` after `window` began: whether it named an interlock."""
-        return [bool(json.loads(((r.body or {}).get("data") or {}).get("status.json") or "{}").get("interlocks"))
-                for r in self.w.cluster.requests
-                if r.resource == "configmaps" and r.name == status and r.verb in WRITES and r.time >= window.began + lag
-                and r.user_agent.startswith(UPGRADER_AGENT) and r.status < 300]
+    def status_writes(self, window: Window, lag: float) -> list[bool]:
+        """For each write of the rollout object's status upgrader made from `lag` after `window` began
+        (the status ConfigMap's writes, before the object): whether its report named an interlock."""
+        return [bool(written_report(r.body).get("interlocks"))
+                for r in self.w.cluster.requests if is_status_write(r) and r.time >= window.began + lag]
 
     def violations(self, lag: float) -> list[str]:
         """Node and pod writes of passes that read the cluster `lag` or more after an interlock was
@@ -127,6 +128,27 @@ class Interlocks:
                                f"in a pass begun {began - window.began:.1f} s after {window.what} was switched on: "
                                f"{json.dumps(r.body)[:300]}")
         return out
+
+
+def written_status(body: Any) -> dict[str, Any]:
+    """The status a status write sends: a JSON patch `add /status` (kube/rollout_object.py), or a merge patch."""
+    if isinstance(body, list):
+        status = next((op.get("value") for op in body if isinstance(op, dict) and op.get("path") == "/status"), None)
+    else:
+        status = body.get("status") if isinstance(body, dict) else None
+    return status if isinstance(status, dict) else {}
+
+
+def written_report(body: Any) -> dict[str, Any]:
+    """The status.report (what the status ConfigMap held) a status write sends."""
+    report = written_status(body).get("report")
+    return report if isinstance(report, dict) else {}
+
+
+def is_status_write(r: RequestRecord) -> bool:
+    """upgrader's write of the rollout object's status that went through."""
+    return (r.resource == PLURAL and r.name == ROLLOUT and r.subresource == "status" and r.verb in WRITES
+            and r.user_agent.startswith(UPGRADER_AGENT) and r.status < 300)
 
 
 def writes_a_node_or_pod(r: RequestRecord) -> bool:
@@ -206,7 +228,7 @@ def split_incidents(incidents: list[str]) -> tuple[list[str], int]:
 KINDS = {  # disturbance -> the OtherWriters method that applies it
     "standby with a skewed clock": "skewed_standby",
     "pause from a skewed CLI": "pause",
-    "status object deleted while paused": "delete_status",
+    "rollout status wiped while paused": "wipe_status",  # was: the status or control ConfigMap deleted
     "second controller moves a state label": "second_controller",
     "ClusterPolicy autoUpgrade turned on": "auto_upgrade_on",
     "driver DaemonSet switched to RollingUpdate": "rolling_update",
@@ -224,8 +246,8 @@ NEXT_STATE = {  # the Operator's order of the states in progress, for a second c
 
 class OtherWriters:
     """The Disturber's part for KINDS, and the cluster as kubectl shows it; the Disturber provides `w`,
-    `rng`, `figures`, `controller`, `later` (admins' tickets) and `policy_mapping`, and calls `run_due`
-    as it ticks and `after_restore` after each restore."""
+    `rng`, `figures`, `controller` and `later` (admins' tickets), and calls `run_due` as it ticks and
+    `after_restore` after each restore."""
 
     w: World
     rng: Random
@@ -248,9 +270,6 @@ class OtherWriters:
         with self.w.recorder.by_hand(who):
             self.w.cluster.store.patch(self.w.cluster.type("nodes"), None, name, "application/merge-patch+json", body)
 
-    def policy_mapping(self) -> dict[str, Any]:
-        raise NotImplementedError  # the Disturber's: the policy of the controller in effect
-
     def init_other_writers(self) -> None:
         self.cli = SkewedCli(self.w, self.rng)
         self.interlocks = Interlocks(self.w)
@@ -260,7 +279,7 @@ class OtherWriters:
         self.undo: list[tuple[float, str, Callable[[], None]]] = []
         self.standby: Any = None
         self.replicas: list[Any] = [self.controller]  # every replica started, to stop and to hear from
-        self.paused = self.deleted_in_pause = False
+        self.paused = self.wiped_in_pause = False
         self.restores = 0
         self.problems: list[str] = []
 
@@ -288,7 +307,7 @@ class OtherWriters:
             return False
         skew = skew_seconds(self.rng)
         self.standby = type(self.controller)(self.w, f"skewed-{self.figures.counts['standby with a skewed clock']}")
-        self.standby.start(self.policy_mapping(), skew=skew)
+        self.standby.start(skew=skew)  # on the object, as the leader
         self.replicas.append(self.standby)
         self.figures.counts["replica clock skew, largest (s)"] = max(
             self.figures.counts["replica clock skew, largest (s)"], round(abs(skew)))
@@ -310,7 +329,7 @@ class OtherWriters:
         if self.paused:
             return False
         self.cli("pause")
-        self.paused, self.deleted_in_pause = True, False
+        self.paused, self.wiped_in_pause = True, False
 
         def resume() -> None:
             self.cli("resume")
@@ -319,39 +338,52 @@ class OtherWriters:
         self.do_later(self.rng.uniform(5.0, 9.0), "resume", resume)
         return True
 
-    def delete_status(self) -> bool:
-        """While paused (a pause made first if there is none), the status ConfigMap or the control one
-        is deleted: the pause holds, and the status the controller writes again says Paused."""
-        if self.deleted_in_pause:
+    def wipe_status(self) -> bool:
+        """While paused (a pause made first if there is none), the rollout object's status is wiped
+        (`kubectl patch driverrollout default --subresource=status --type=json` replacing it with {}):
+        the pause holds, being in spec, and the status the controller writes again says Paused. The
+        object's analogue of the status or control ConfigMap deleted while paused (moot with the object)."""
+        if self.wiped_in_pause:
             return False
         if not self.paused:
             self.pause()
-        self.do_later(self.rng.uniform(0.5, 2.0), "delete while paused", self._delete_while_paused)
-        self.deleted_in_pause = True
+        self.do_later(self.rng.uniform(0.5, 2.0), "wipe the status while paused", self._wipe_while_paused)
+        self.wiped_in_pause = True
         return True
 
-    def _delete_while_paused(self) -> None:
+    def _wipe_while_paused(self) -> None:
         if not self.paused:
             return
-        deleted = sum(v for k, v in self.figures.counts.items() if k.startswith("deleted while paused"))
-        name = (STATUS[1], CONTROL[1])[deleted % 2]  # the status first, then the control object, in turn
-        with contextlib.suppress(ApiError):
-            self.w.cluster.store.delete(self.w.cluster.type("configmaps"), STATUS[0], name)
-        restores = self.restores
-        self.figures.counts[f"deleted while paused: {name}"] += 1
+        wipe = [{"op": "replace", "path": "/status", "value": {}}]
+        with contextlib.suppress(ApiError), self.w.recorder.by_hand("operator"):
+            self.w.cluster.store.patch(self.w.cluster.type(PLURAL, GROUP, VERSION), None, ROLLOUT,
+                                       "application/json-patch+json", wipe, subresource="status")
+        restores, wiped = self.restores, self.w.cluster.store.clock.now()
+        self.figures.counts["rollout status wiped while paused"] += 1
 
         def check() -> None:
             if not self.paused or self.restores != restores:
                 return
-            phase = self.w.phase()
+            phase = self.phase_written_after(wiped)
             if phase is None:  # not written again yet
                 self.do_later(0.5, "check the pause", check)
             elif phase != "Paused":
-                self.problems.append(f"configmap {name} deleted while paused: the status then said {phase}")
+                self.problems.append(f"rollout status wiped while paused: the status then said {phase}")
             else:
                 self.figures.counts["status written again as Paused"] += 1
 
         self.do_later(1.5, "check the pause", check)
+
+    def phase_written_after(self, moment: float) -> str | None:
+        """The phase of the first status written by a pass that began after `moment` (None: none yet).
+        A pass that began before the pause may write Running after the wipe (its copy is older, as the
+        audit allows its node writes); a replica's passes run one at a time, so a write that came after
+        a pass began at or after `moment` is that pass's or a later one's."""
+        began = next((m.time for m in self.w.recorder.marks if m.kind == "pass" and m.time >= moment), None)
+        if began is None:
+            return None
+        written = next((r for r in self.w.cluster.requests if is_status_write(r) and r.time >= began), None)
+        return None if written is None else str(written_status(written.body).get("phase"))
 
     def second_controller(self) -> bool:
         """Another upgrade controller (the Operator's, autoUpgrade on) moves a state label: a node
@@ -388,7 +420,7 @@ class OtherWriters:
         switch(True)
 
         def off() -> None:
-            said = self.interlocks.status_writes(window, STATUS[1], LAG_SECONDS_SEEN)
+            said = self.interlocks.status_writes(window, LAG_SECONDS_SEEN)
             if not window.cut and said and not any(said):
                 self.problems.append(f"{what}: {len(said)} status writes, none named the interlock")
             self.figures.counts["interlocks named in status"] += any(said)
@@ -421,8 +453,8 @@ class OtherWriters:
         cluster_policy_auto_upgrade(self.w, False)
         for name in self.w.info.driver_daemonsets:
             driver_update_strategy(self.w, name, False)
-        control = self.w.cluster.get("configmaps", CONTROL[1], CONTROL[0]) or {}
-        if ((control.get("data") or {}).get("paused") == "true") != self.paused:
+        # The pause is in the object's spec, which came back with the backup (the control ConfigMap's, before).
+        if ((self.w.rollout().get("spec") or {}).get("paused") is True) != self.paused:
             self.cli("pause" if self.paused else "resume")
             self.figures.counts["operator: pause set again after a restore"] += 1
 

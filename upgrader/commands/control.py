@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from upgrader.commands.status import Refused, _given, _guarded, find_rollout, locate, read_status
@@ -59,17 +60,37 @@ def _settings(api: KubeApi, args: argparse.Namespace) -> Settings:
     return settings
 
 
-def _spec(api: KubeApi, obj: dict[str, Any], spec: dict[str, Any]) -> str:
-    """Merge `spec` into the rollout object's, guarded by the resourceVersion it was read at (a
-    concurrent change is a 409, said, not overwritten); the object's name, as kubectl prints it."""
-    from upgrader.core.rollout_object import object_name
-    from upgrader.kube.api import MERGE
-    from upgrader.kube.rollout_object import rollout_path
+CONFLICT_TRIES = 5  # client-go's retry.DefaultRetry makes 5 tries of a conflicting update too
 
-    meta = obj["metadata"]
-    patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": spec}
-    api.patch(rollout_path(str(meta["name"])), patch, MERGE)
-    return object_name(str(meta["name"]))
+
+def _spec(api: KubeApi, obj: dict[str, Any], change: Callable[[dict[str, Any]], dict[str, Any]]) -> str:
+    """Merge `change(obj)` into the rollout object's spec, guarded by the resourceVersion `obj` was
+    read at; on a 409 (the controller's status writes move the resourceVersion too) the object is
+    read again and the change made anew from it, as kubectl's retry on conflict does, so what this
+    command decides always rests on the spec it writes over. The object's name, as kubectl prints it."""
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+    from upgrader.core.rollout_object import object_name
+    from upgrader.kube.api import MERGE, ApiError
+    from upgrader.kube.rollout_object import read_rollout, rollout_path
+
+    name = str(obj["metadata"]["name"])
+    latest = [obj]
+
+    def write() -> None:
+        try:
+            patch = {"metadata": {"resourceVersion": latest[0]["metadata"].get("resourceVersion")},
+                     "spec": change(latest[0])}
+            api.patch(rollout_path(name), patch, MERGE)
+        except ApiError as exc:
+            if exc.status == 409:
+                latest[0] = read_rollout(api, name)
+            raise
+
+    conflict = retry_if_exception(lambda e: isinstance(e, ApiError) and e.status == 409)
+    Retrying(retry=conflict, stop=stop_after_attempt(CONFLICT_TRIES), wait=wait_random_exponential(0.01, max=0.2),
+             reraise=True)(write)
+    return object_name(name)
 
 
 def _legacy_resume(api: KubeApi, args: argparse.Namespace) -> None:
@@ -105,7 +126,7 @@ def pause(args: argparse.Namespace) -> int:
     def change(api: KubeApi) -> int:
         obj = find_rollout(api, args)
         if obj is not None:
-            print(f"paused: no new node starts ({_spec(api, obj, {'paused': True})} spec.paused)")
+            print(f"paused: no new node starts ({_spec(api, obj, lambda _: {'paused': True})} spec.paused)")
             return 0
         settings = _settings(api, args)
         _write(api, settings, {"paused": "true"})
@@ -121,7 +142,7 @@ def resume(args: argparse.Namespace) -> int:
 
         obj = find_rollout(api, args)
         if obj is not None:
-            _spec(api, obj, {"paused": False})
+            _spec(api, obj, lambda _: {"paused": False})
             _legacy_resume(api, args)
             acknowledged = _acknowledged_on(obj)
         else:
@@ -162,13 +183,16 @@ def acknowledge(args: argparse.Namespace) -> int:
                     f"node {name} has no failure recorded yet ({FAILED_AT}): the controller records it on its next "
                     "pass (nothing written)"
                 )
-        kept = _acknowledged_on(obj) if obj is not None else _acknowledged(api, settings) if settings else {}
-        current = {k: v for k, v in kept.items() if k in failed}  # drop recovered nodes
-        current.update({name: failed[name]["failed_at"] for name in wanted})
+        def acknowledged(kept: dict[str, str]) -> dict[str, str]:
+            current = {k: v for k, v in kept.items() if k in failed}  # drop recovered nodes
+            current.update({name: failed[name]["failed_at"] for name in wanted})
+            return current
+
         if obj is not None:
-            listed = [{"node": node, "failedAt": at} for node, at in sorted(current.items())]
-            _spec(api, obj, {"acknowledgedFailures": listed})
+            _spec(api, obj, lambda latest: {"acknowledgedFailures": [
+                {"node": node, "failedAt": at} for node, at in sorted(acknowledged(_acknowledged_on(latest)).items())]})
         elif settings is not None:
+            current = acknowledged(_acknowledged(api, settings))
             _write(api, settings, {"acknowledged": json.dumps(current, sort_keys=True)})
         for name in wanted:
             node = failed[name]

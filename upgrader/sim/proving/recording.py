@@ -154,7 +154,9 @@ class HistoryRecorder:
         """The object's spec is the control ConfigMap's intent, its status.report the status's."""
         if change_of(old, new, "status") or by is not None:
             report = (new.get("status") or {}).get("report") or {}
-            self._follow_status({"data": {"status.json": json.dumps(report)}}, by)
+            # A person's write of the status subresource (`by_hand`: its status wiped) or a restore's is
+            # theirs, not the controller's move: a pass that began before it is judged without it.
+            self._follow_status({"data": {"status.json": json.dumps(report)}}, by or self._by)
         if change_of(old, new, "spec") or by is not None:
             intent = read_intent(new["metadata"]["name"], new)
             pairs = tuple(sorted(intent.acknowledged.items()))
