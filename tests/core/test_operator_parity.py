@@ -252,3 +252,15 @@ def test_finished_deletion_and_drain_are_told_as_the_operator_tells_them(
         finished,
         f"Successfully updated node state label to pod-restart-required (from {state.value})",
     ]
+
+
+def test_the_drain_also_takes_the_gpu_pods_a_pdb_kept_past_the_deletion_timeout() -> None:
+    """Ours: the Operator's drain takes only drain.podSelector's pods; a GPU pod a PodDisruptionBudget
+    held past gpuPodDeletion.timeoutSeconds would then keep the driver from restarting for ever."""
+    snap = snapshot(
+        [node(state=S.DRAIN_REQUIRED, since=0, unschedulable=True, annotations={STARTED_AT: at(0)})],
+        [gpu_pod("train-1", uid="u-train"), pod("scratch", labels={"app": "scratch"}), pod("web")],
+    )
+    plan, actions = run_step(snap, pol=policy(drain={"enable": True, "podSelector": "app=scratch"}), now=T0 + 1)
+    assert sorted(a.name for a in plan.attempts if isinstance(a, Evict)) == ["scratch", "train-1"]
+    assert not any(isinstance(a, Transition) for a in actions)

@@ -171,11 +171,18 @@ def _evictions(
     return plan
 
 
-def gpu_pod_deletion(ctx: NodeContext) -> StepPlan:
-    settings = ctx.policy.gpu_pod_deletion
+EVERY_POD = parse_label_selector("")
+
+
+def _deletable_gpu_pods(ctx: NodeContext) -> list[PodView]:
     # DaemonSet pods would come straight back on the cordoned node; if one holds GPUs, the restart
     # step's check names it instead.
-    pods = [p for p in ctx.gpu_pods() if not p.mirror and p.owner_kind != "DaemonSet"]
+    return [p for p in ctx.gpu_pods() if not p.mirror and p.owner_kind != "DaemonSet"]
+
+
+def gpu_pod_deletion(ctx: NodeContext) -> StepPlan:
+    settings = ctx.policy.gpu_pod_deletion
+    pods = _deletable_gpu_pods(ctx)
     return _evictions(
         ctx,
         pods,
@@ -193,7 +200,11 @@ def gpu_pod_deletion(ctx: NodeContext) -> StepPlan:
 def drain(ctx: NodeContext) -> StepPlan:
     settings = ctx.policy.drain
     selector = parse_label_selector(settings.pod_selector)
-    pods = [p for p in ctx.pods if drained(p, selector)]
+    # The drain follows a GPU pod deletion that could not finish: the GPU pods it left (a PDB that
+    # did not allow them within its timeout) are the drain's too, under its own force and timeout,
+    # or the restart would wait on them for ever (docs/migrating-from-gpu-operator.md).
+    left = {p.key for p in _deletable_gpu_pods(ctx) if drained(p, EVERY_POD)}
+    pods = [p for p in ctx.pods if drained(p, selector) or p.key in left]
     return _evictions(
         ctx,
         pods,
