@@ -154,3 +154,13 @@ def test_a_pause_in_the_old_control_configmap_is_carried_over_until_resume() -> 
                            lambda cm: cm["data"].update(paused="false"))  # what `upgrader resume` writes there
     w.run(300, until="Done")
     assert w.obj["status"]["phase"] == "Done"
+
+
+def test_paused_over_a_halt_is_both_paused_and_halted() -> None:
+    from upgrader.core.rollout_object import Verdict, conditions
+
+    report = {"updated_at": "2026-12-03T10:00:00Z", "message": "paused", "halt_reason": "gpu-a-01 blocked in drain"}
+    got = {c["type"]: c["status"] for c in conditions("Paused", report, Verdict(1, 1), [])}
+    assert got == {"Valid": "True", "Paused": "True", "Halted": "True", "Progressing": "False", "Complete": "False"}
+    got = {c["type"]: c["status"] for c in conditions("Paused", {**report, "halt_reason": None}, Verdict(1, 1), [])}
+    assert got["Halted"] == "False" and got["Paused"] == "True"

@@ -53,3 +53,14 @@ def test_the_table_shows_them_under_the_header() -> None:
         "WAITING ON: maintenance-window since 2026-12-01T12:00:00Z",
         "WINDOW: closed; the next, nightly (0 22 * * * UTC, 4h), opens at 2026-12-01T22:00:00Z",
     ]
+
+
+def test_a_refused_spec_is_said_under_the_phase_and_an_accepted_one_is_not() -> None:
+    why = "driverrollout.gpu-upgrader.io/default: spec.maxUnavailable: bad; generation 4 stays in force"
+    refused = {"type": "Valid", "status": "False", "reason": "SpecRefused",
+               "lastTransitionTime": "2026-12-03T10:00:00Z", "message": why}
+    table = render_table(status(rollout={"name": "n", "generation": 5, "conditions": [refused]})).splitlines()
+    assert table[2] == f"SPEC REFUSED (generation 5) since 2026-12-03T10:00:00Z: {why}"
+    accepted = {**refused, "status": "True", "reason": "SpecAccepted"}
+    table = render_table(status(rollout={"name": "n", "generation": 5, "conditions": [accepted]}))
+    assert "SPEC REFUSED" not in table

@@ -54,7 +54,18 @@ def header(status: dict[str, Any], controller: ControllerSeen | None, now: float
     lines.append(f"UPDATED: {updated(status, now)}   NODES: {status.get('nodes_total', 0)}")
     if controller is not None:
         lines.append(controller.line(now or 0.0))
-    return lines
+    return lines + refused_spec_lines(status)
+
+
+def refused_spec_lines(status: dict[str, Any]) -> list[str]:
+    """A spec the controller refused (Valid=False): said under the phase, as the rollout it shows runs
+    on the last valid spec, not on what the object now says."""
+    rollout = status.get("rollout") or {}
+    for cond in rollout.get("conditions") or []:
+        if cond.get("type") == "Valid" and cond.get("status") == "False":
+            since = f" since {cond['lastTransitionTime']}" if cond.get("lastTransitionTime") else ""
+            return [f"SPEC REFUSED (generation {rollout.get('generation')}){since}: {cond.get('message', '')}"]
+    return []
 
 
 def gate_lines(status: dict[str, Any]) -> list[str]:

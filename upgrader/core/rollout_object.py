@@ -171,8 +171,9 @@ def conditions(
     states = {
         "Valid": valid,
         "Paused": ("True", "Paused", message) if acting and phase == "Paused" else ("False", "NotPaused", ""),
+        # Paused over a halt is both: a pause does not end what blocks (conditions are independent).
         "Halted": ("True", "Halted", str(report.get("halt_reason") or message))
-        if acting and phase == "Halted"
+        if acting and (phase == "Halted" or (phase == "Paused" and report.get("halt_reason")))
         else ("False", "NotHalted", ""),
         "Progressing": ("True", "Waiting" if report.get("waiting_on") else "Rolling", message)
         if acting and phase == "Running"
