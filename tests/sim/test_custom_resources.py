@@ -103,6 +103,15 @@ def test_a_set_refuses_a_duplicate_and_int_or_string_takes_both(server: Server) 
     assert server.create({"maxUnavailable": "25%"})[0] == 201
 
 
+@pytest.mark.parametrize(("value", "stored"), [(2, True), ("5%", True), ("100%", True), (0, False), ("0%", False),
+                                             ("5", False), ("120%", False)])
+def test_canary_nodes_takes_a_count_or_a_percentage(server: Server, value: int | str, stored: bool) -> None:
+    status, answer = server.create({"failureDomains": {"canary": "a", "canaryNodes": value}})
+    assert (status == 201) is stored, answer
+    if not stored:
+        assert answer["details"]["causes"][0]["field"] == "spec.failureDomains.canaryNodes"
+
+
 def test_strategic_merge_is_refused_and_spec_and_status_are_written_apart(server: Server) -> None:
     server.create({"maxParallelUpgrades": 1})
     status, answer = server.call("PATCH", f"{BASE}/default", {"spec": {"paused": True}}, STRATEGIC)

@@ -33,7 +33,7 @@ from upgrader.core.plan_findings import (
 from upgrader.core.policy import OnInsufficientCapacity, Policy
 from upgrader.core.preflight import PreflightInputs, node_findings
 from upgrader.core.profiles import Profile
-from upgrader.core.schedule import canary_domain, domain_of, domain_order, is_unavailable, plan_starts
+from upgrader.core.schedule import canary_domain, canary_first, domain_of, domain_order, is_unavailable, plan_starts
 from upgrader.core.selectors import parse_label_selector
 from upgrader.core.states import IN_PROGRESS, WAS_UNSCHEDULABLE, State
 from upgrader.core.step_checks import drained, driver_version_label
@@ -65,6 +65,7 @@ class NodePlan:
     gpu_pods: list[str] = field(default_factory=list)
     drain_pods: list[str] = field(default_factory=list)
     restart_only: bool = False  # DRIVER_CONFIG_DIGEST unchanged: the driver restarts under the GPU pods
+    canary_first: bool = False  # one of the canary domain's first nodes (failureDomains.canaryNodes)
     findings: list[Finding] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,6 +82,7 @@ class NodePlan:
             "gpu_pods": self.gpu_pods,
             "drain_pods": self.drain_pods,
             "restart_only": self.restart_only,
+            "canary_first": self.canary_first,
             "findings": [f.to_dict() for f in self.findings],
         }
 
@@ -192,7 +194,10 @@ def build_plan(
     waves: dict[int, dict[str, Any]] = {}
     for p in ordered:
         if p.wave is not None:
-            waves.setdefault(p.wave, {"wave": p.wave, "domain": p.domain, "nodes": []})["nodes"].append(p.name)
+            wave_of = waves.setdefault(p.wave, {"wave": p.wave, "domain": p.domain, "nodes": []})
+            wave_of["nodes"].append(p.name)
+            if p.canary_first:
+                wave_of["canary_nodes"] = True
     canary = canary_domain(managed.managed, policy)
     size = len(managed.managed) + len(bystanders)
     in_windows = for_plan(list(waves.values()), policy, now, options.wave_duration)
@@ -335,8 +340,10 @@ def _assign_waves(
     anywhere; done, available nodes elsewhere cannot change who starts. That keeps the replay
     linear in the fleet instead of quadratic.
     """
+    # The replay orders the canary domain's first nodes itself (failureDomains.canaryNodes): its
+    # windows hold only the nodes of one stage, which plan_starts could not stage from.
     no_soak = policy.model_copy(
-        update={"failure_domains": policy.failure_domains.model_copy(update={"soak_seconds": 0})}
+        update={"failure_domains": policy.failure_domains.model_copy(update={"soak_seconds": 0, "canary_nodes": None})}
     )
     current: dict[str, NodeView] = {}
     for node in nodes:
@@ -354,11 +361,18 @@ def _assign_waves(
     size = len(current) + len(bystanders)
     limit = policy.max_parallel_upgrades or len(current)
     wave = 1
-    for domain in domain_order(list(current.values()), no_soak):
+    order = domain_order(list(current.values()), no_soak)
+    first = {n.name for n in canary_first([n for n in current.values() if domain_of(n, policy) == order[0]], policy)
+             } if order else set()
+    stages = [(d, stage) for d in order for stage in ((True, False) if d == order[0] and first else (False,))]
+    for domain, canary_stage in stages:
         queue = sorted(
-            (n for n in current.values() if domain_of(n, policy) == domain and n.state is State.UPGRADE_REQUIRED),
+            (n for n in current.values() if domain_of(n, policy) == domain and n.state is State.UPGRADE_REQUIRED
+             and (n.name in first) == canary_stage),
             key=lambda n: (not is_unavailable(n), n.name),
         )
+        for n in queue if canary_stage else ():
+            plans[n.name].canary_first = True
         while queue:
             window = [current[n.name] for n in queue[:limit]]
             names = {n.name for n in window}

@@ -110,6 +110,36 @@ class FailureDomains(_Strict):
     order: tuple[Annotated[str, AfterValidator(_label_value)], ...] = ()
     canary: Annotated[str, AfterValidator(_label_value)] | None = None  # defaults to the first domain in order
     soak_seconds: int = Field(0, alias="soakSeconds", ge=0, strict=True)
+    # Ours: how many nodes of the canary domain go first (a count, or a percentage of the domain,
+    # rounded up); the rest of the domain follows once they are done and have soaked. None: the whole
+    # domain is the canary, as before. core/schedule.py `canary_first`
+    canary_nodes: int | str | None = Field(None, alias="canaryNodes")
+
+    @field_validator("canary_nodes", mode="before")
+    @classmethod
+    def _canary_nodes(cls, value: Any) -> int | str | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise ValueError(f'must be a number of nodes or a percentage like "5%", got {value!r}')
+        if isinstance(value, int):
+            if value < 1:
+                raise ValueError(f"must be at least 1 node, got {value}")
+            return value
+        match = _PERCENT.match(value.strip())
+        if not match or not 1 <= int(match.group(1)) <= 100:
+            raise ValueError(f'must be a number of nodes or a percentage from "1%" to "100%", got {value!r}')
+        return value.strip()
+
+    def canary_count(self, domain_size: int) -> int | None:
+        """How many of the canary domain's `domain_size` nodes go first; None: all of them at once."""
+        if self.canary_nodes is None:
+            return None
+        if isinstance(self.canary_nodes, int):
+            count = self.canary_nodes
+        else:
+            count = math.ceil(int(self.canary_nodes[:-1]) * domain_size / 100)
+        return count if count < domain_size else None
 
     @field_validator("order")
     @classmethod

@@ -209,6 +209,12 @@ def plan_starts(
     if elsewhere:
         busy = [n for d in elsewhere for n in by_domain[d] if n.state in IN_PROGRESS]
         return result([], current, waits.other_domain(elsewhere, current, busy, next_))
+    if current == order[0]:
+        staged = _canary_stage(by_domain[current], candidates, policy, now, acknowledged_failures)
+        if isinstance(staged, Wait):
+            return result([], current, staged)
+        candidates = staged
+        next_ = candidates[0].name if candidates else next_
     if previous is not None and policy.failure_domains.soak_seconds:
         # A lost clock reads as "just finished" (the soak waits) until the pass restamps it.
         finished_at = max((parse_or_none(n.annotations.get(STATE_SINCE)) or now) for n in by_domain[previous])
@@ -264,6 +270,50 @@ def plan_starts(
         holders += [waits.behind(n, bystander=True) for n in bystanders if is_unavailable(n)]
         wait = waits.max_unavailable(max_unavailable, holders, current, next_)
     return result([], current, wait)
+
+
+def canary_first(domain_nodes: Sequence[NodeView], policy: Policy) -> list[NodeView]:
+    """The canary domain's nodes that go first (failureDomains.canaryNodes); [] when the whole domain
+    is the canary. Finished nodes rank first, then those in progress, then by name: the choice holds
+    as its nodes progress, and once it is finished it stays finished, whatever else changes."""
+    count = policy.failure_domains.canary_count(len(domain_nodes))
+    if count is None:
+        return []
+    return sorted(domain_nodes, key=lambda n: (_stage_rank(n), n.name))[:count]
+
+
+def _stage_rank(node: NodeView) -> int:
+    if node.state in (State.DONE, State.FAILED):
+        return 0
+    return 1 if node.state in IN_PROGRESS else 2
+
+
+def _canary_stage(
+    domain_nodes: list[NodeView], candidates: list[NodeView], policy: Policy, now: float, acknowledged: set[str]
+) -> list[NodeView] | Wait:
+    """The canary domain's candidates while its first nodes go: those of them still to start; then,
+    once they are finished, a soak of failureDomains.soakSeconds; then every candidate. A Wait when
+    none may start."""
+    first = canary_first(domain_nodes, policy)
+    if not first:
+        return candidates
+    names = {n.name for n in first}
+    unfinished = [n for n in first if not _finished(n, acknowledged, go_on=False)]
+    domain = domain_of(first[0], policy)
+    rest = [c for c in candidates if c.name not in names]
+    if unfinished:
+        mine = [c for c in candidates if c.name in names]
+        return mine or waits.canary_nodes(domain, unfinished, len(first), len(domain_nodes) - len(first),
+                                          rest[0].name if rest else None)
+    seconds = policy.failure_domains.soak_seconds
+    if seconds and not any(n.state in IN_PROGRESS for n in domain_nodes if n.name not in names):
+        finished_at = max((parse_or_none(n.annotations.get(STATE_SINCE)) or now) for n in first)
+        if now < finished_at + seconds:
+            left = math.ceil(finished_at + seconds - now)
+            until = rfc3339(finished_at + seconds)
+            return waits.soak(f"{domain}'s {len(first)} canary nodes", left, until, seconds, domain,
+                              rest[0].name if rest else None, then=f"the rest of domain {domain}")
+    return candidates
 
 
 def _next_domain_waits(

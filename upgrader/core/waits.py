@@ -32,6 +32,7 @@ REASONS = (
     "max-unavailable",
     "max-unavailable-zero",
     "soak",
+    "canary-nodes",
     "previous-domain",
     "other-domain",
     "maintenance-window",
@@ -150,12 +151,27 @@ def max_unavailable_zero(limit: int, waiting: Sequence[str], domain: str | None)
     return Wait("max-unavailable-zero", text, domain, nodes, waiting[0] if waiting else None, runbook=RUNBOOK)
 
 
-def soak(previous: str, left: int, until: str, seconds: int, domain: str | None, next_: str | None) -> Wait:
+def soak(
+    previous: str, left: int, until: str, seconds: int, domain: str | None, next_: str | None, then: str | None = None
+) -> Wait:
+    """A finished domain (or the canary domain's first nodes: `then` names what follows) soaks."""
+    soaking = previous if then else f"domain {previous}"
     text = (
-        f"soaking domain {previous} for {left}s more (failureDomains.soakSeconds {seconds}, until {until}); "
-        f"then domain {domain} starts"
+        f"soaking {soaking} for {left}s more (failureDomains.soakSeconds {seconds}, until {until}); "
+        f"then {then or f'domain {domain}'} starts"
     )
     return Wait("soak", text, domain, (), next_, until)
+
+
+def canary_nodes(domain: str, unfinished: Sequence[NodeView], count: int, rest: int, next_: str | None) -> Wait:
+    """The canary domain's first nodes (failureDomains.canaryNodes) are not all finished: the rest
+    of the domain waits; it ends by itself as they finish (a failure halts the rollout instead)."""
+    nodes = tuple(_unfinished(n) for n in sorted(unfinished, key=lambda n: n.name))
+    text = (
+        f"the rest of the canary domain {domain} ({rest} nodes) waits for its first {count} "
+        f"(failureDomains.canaryNodes) to finish: {listing(nodes)}"
+    )
+    return Wait("canary-nodes", text, domain, nodes, next_)
 
 
 def window_closed(verdict: Verdict, domain: str | None, next_: str | None) -> Wait:

@@ -97,7 +97,9 @@ def for_plan(
     windows = policy.windows()
     if not windows:
         return None
-    order = [(int(w["wave"]), str(w["domain"])) for w in waves]
+    # The canary domain's first nodes soak before the rest of it, as before the next domain.
+    order = [(int(w["wave"]), f"{w['domain']}, canary nodes" if w.get("canary_nodes") else str(w["domain"]))
+             for w in waves]
     soak = policy.failure_domains.soak_seconds
     gate = policy.alert_gate is not None
     if duration is None:

@@ -15,6 +15,7 @@ The recording is in recording.py, the audit of a disturbed rollout in disturbed_
 from __future__ import annotations
 
 import itertools
+import math
 
 from upgrader.core.policy import Policy
 from upgrader.core.states import IN_PROGRESS, State
@@ -74,6 +75,7 @@ class RolloutRecorder(DisturbedAuditor):
             if r.node in self.initially_cordoned and not r.unschedulable:
                 violations.append(f"rv {r.rv}: {r.node} was cordoned by someone else and got uncordoned")
         violations += self._domain_order(domain_of, canary, domain_order)
+        violations += self._canary_nodes_first(policy, domain_of, canary)
         halt = self.first_halt()
         if halt is not None:
             late = [s for s in self.starts() if s.rv > halt.rv]
@@ -125,6 +127,35 @@ class RolloutRecorder(DisturbedAuditor):
                 f"finished (rv {finished})"
                 for s in early
             ]
+        return violations
+
+
+    def _canary_nodes_first(self, policy: Policy, domain_of: dict[str, str], canary: str | None) -> list[str]:
+        """failureDomains.canaryNodes: the canary domain's first nodes to start (as many as it says) are
+        done before any other node of the domain starts, and soakSeconds before it."""
+        members = [n for n, d in domain_of.items() if d == canary]
+        count = policy.failure_domains.canary_count(len(members))
+        starts = [s for s in self.starts() if s.node in members]
+        if count is None or len(starts) <= count:
+            return []
+        first = {s.node for s in starts[:count]}
+        done: dict[str, NodeRecord] = {}
+        for r in self.records:
+            if r.node in first and r.state == State.DONE.value:
+                done.setdefault(r.node, r)
+        soak = policy.failure_domains.soak_seconds
+        violations = []
+        for s in starts[count:]:
+            if s.node in first:
+                continue  # a first node started again (a state label set back by hand)
+            late = [n for n in first if n not in done or done[n].rv > s.rv]
+            if late:
+                violations.append(f"rv {s.rv}: {s.node} (canary domain {canary}) started before its first "
+                                  f"{count} nodes were done: {', '.join(sorted(late))} not yet")
+            # The soak counts from the nodes' state-since, an RFC 3339 stamp in whole seconds.
+            elif s.time < max(math.floor(done[n].time) for n in first) + soak:
+                violations.append(f"rv {s.rv}: {s.node} (canary domain {canary}) started within the "
+                                  f"{soak}s soak after its first {count} nodes")
         return violations
 
 
