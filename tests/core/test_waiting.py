@@ -144,7 +144,8 @@ def test_a_soak_says_until_when_and_what_starts_then() -> None:
     expected = f"soaking domain a for 180s more (failureDomains.soakSeconds 300, until {at(300)}); then domain b starts"
     assert status["message"] == expected
     assert status["waiting_on"] == {
-        "reason": "soak", "domain": "b", "nodes": [], "count": 0, "next": "b1", "until": at(300), "runbook": None
+        "reason": "soak", "domain": "b", "nodes": [], "count": 0, "next": "b1", "until": at(300), "runbook": None,
+        "stage": "a", "finished_at": at(0),  # what `upgrader promote` ends the soak of
     }
     assert events == [Event("b1", "Normal", f"rollout waiting: {expected}")]
     # The seconds left change every pass; what it waits on does not, so no Event again.

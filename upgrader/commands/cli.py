@@ -215,6 +215,14 @@ def build_parser(prog: str = "upgrader") -> argparse.ArgumentParser:
     _rollout_flag(ack, ROLLOUT_HELP)
     ack.add_argument("nodes", nargs="*", metavar="NODE", help="the failed nodes to acknowledge")
     ack.add_argument("--all", action="store_true", help="every node upgrade-failed now")
+    promote = commands.add_parser(
+        "promote",
+        help="let the rollout past the stage it waits on: end a soak early, or open a promotionGate",
+        epilog=refused + ", or the rollout waits on no soak or promotion (paused, halted, a failed canary: "
+        "promotion is not acknowledgement)",
+    )
+    _cluster_flags(promote, FIND_NAMESPACE_HELP)
+    _rollout_flag(promote, ROLLOUT_HELP)
     compat.add_parser(commands)
     return parser
 
@@ -289,6 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return compat.run(args)
         from upgrader.commands import control as control_cmd
         from upgrader.commands import handlers as cmd
+        from upgrader.commands import promote as promote_cmd
         from upgrader.commands import status as status_cmd
 
         handlers = {
@@ -298,6 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "pause": control_cmd.pause,
             "resume": control_cmd.resume,
             "acknowledge": control_cmd.acknowledge,
+            "promote": promote_cmd.promote,
             "plan": cmd.plan,
         }
         return handlers[args.command](args)

@@ -115,7 +115,7 @@ class RolloutIntent:
             return intent.policy, read_files(intent.policy, self.flags)
         except ConfigError as exc:
             problem = f"{self.label}: spec.{exc}"
-            self.intent = Intent(intent.generation, None, problem, intent.paused, intent.acknowledged)
+            self.intent = Intent(intent.generation, None, problem, intent.paused, intent.acknowledged, intent.promoted)
             return None
 
     def _accept(self, intent: Intent) -> None:
@@ -145,6 +145,7 @@ class RolloutIntent:
         return Control(
             paused=intent.paused or legacy.paused,
             acknowledged={**legacy.acknowledged, **intent.acknowledged},
+            promoted={**legacy.promoted, **intent.promoted},
             previous=previous if isinstance(previous, Mapping) else {},
             kept=kept,
         )

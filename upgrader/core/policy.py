@@ -175,6 +175,14 @@ class OnNodeFailure(StrEnum):
     CONTINUE = "continue"
 
 
+class PromotionGate(StrEnum):
+    """Ours: where the rollout waits for a person (`upgrader promote`) between stages."""
+
+    NONE = "none"
+    CANARY = "canary"  # after the canary: its first nodes (failureDomains.canaryNodes), or its domain
+    EVERY_DOMAIN = "everyDomain"  # after the canary and after every domain
+
+
 class OnInsufficientCapacity(StrEnum):
     """The GPU pods a node's upgrade evicts would find no room: start it anyway (plan warns, run
     says so in an Event), or hold it at upgrade-required until room appears."""
@@ -282,6 +290,8 @@ class Policy(_Strict):
     pod_restart: PodRestart = Field(PodRestart(), alias="podRestart")
     on_blocked_timeout: OnBlockedTimeout = Field(OnBlockedTimeout.HALT, alias="onBlockedTimeout")
     on_node_failure: OnNodeFailure = Field(OnNodeFailure.HALT, alias="onNodeFailure")
+    # Ours: a person promotes the rollout past the canary, or past every domain. core/stages.py
+    promotion_gate: PromotionGate = Field(PromotionGate.NONE, alias="promotionGate")
     # Ours: drain every node after its GPU pods are deleted. The GPU Operator drains only when GPU pod
     # deletion cannot finish (and drain.enable is set), which is what upgrader does without this.
     drain_every_node: bool = Field(False, alias="drainEveryNode", strict=True)

@@ -18,7 +18,7 @@ VERSION = "v1alpha1"
 KIND = "DriverRollout"
 PLURAL = "driverrollouts"
 RESOURCE = f"{PLURAL}.{GROUP}"
-INTENT_KEYS = ("paused", "acknowledgedFailures")  # beside the policy keys in spec
+INTENT_KEYS = ("paused", "acknowledgedFailures", "promotions")  # beside the policy keys in spec
 CONDITION_TYPES = ("Valid", "Paused", "Halted", "Progressing", "Complete")
 
 
@@ -37,6 +37,7 @@ class Intent:
     problem: str | None = None
     paused: bool = False
     acknowledged: Mapping[str, str] = field(default_factory=dict)
+    promoted: Mapping[str, str] = field(default_factory=dict)  # stage -> its finish (core/stages.py)
 
 
 def read_intent(name: str, obj: Mapping[str, Any]) -> Intent:
@@ -53,14 +54,20 @@ def read_intent(name: str, obj: Mapping[str, Any]) -> Intent:
         for a in spec.get("acknowledgedFailures") or ()
         if isinstance(a, Mapping) and isinstance(a.get("node"), str) and isinstance(a.get("failedAt"), str)
     }
+    promoted = {
+        str(p.get("stage")): str(p.get("finishedAt"))
+        for p in spec.get("promotions") or ()
+        if isinstance(p, Mapping) and isinstance(p.get("stage"), str) and isinstance(p.get("finishedAt"), str)
+    }
     keys = {k: v for k, v in spec.items() if k not in INTENT_KEYS}
     try:
         policy = policy_from_mapping(keys)
     except ValidationError as exc:
-        return Intent(generation, None, one_line(exc, f"{object_name(name)}: spec"), paused, acknowledged)
+        return Intent(generation, None, one_line(exc, f"{object_name(name)}: spec"), paused, acknowledged, promoted)
     except ValueError as exc:
-        return Intent(generation, None, f"{object_name(name)}: spec: {printable(str(exc))}", paused, acknowledged)
-    return Intent(generation, policy, None, paused, acknowledged)
+        problem = f"{object_name(name)}: spec: {printable(str(exc))}"
+        return Intent(generation, None, problem, paused, acknowledged, promoted)
+    return Intent(generation, policy, None, paused, acknowledged, promoted)
 
 
 def policy_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -142,6 +149,8 @@ def _waiting_on(report: Mapping[str, Any]) -> dict[str, str]:
         "until": str(wait.get("until") or ""),
         "since": str(report.get("waiting_since") or ""),
         "runbook": str(wait.get("runbook") or ""),
+        "stage": str(wait.get("stage") or ""),
+        "finishedAt": str(wait.get("finished_at") or ""),
     }
     return {k: v for k, v in out.items() if v}
 

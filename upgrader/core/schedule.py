@@ -17,16 +17,15 @@ How nodes count (documented in docs/policy.md):
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from upgrader.core import waits
 from upgrader.core.alert_gate import GATE_OPEN, GateVerdict
 from upgrader.core.policy import OnNodeFailure, Policy
 from upgrader.core.preflight import Hold
-from upgrader.core.states import IN_PROGRESS, STATE_SINCE, State
-from upgrader.core.timefmt import parse_or_none, rfc3339
+from upgrader.core.stages import Between, canary_first, canary_stage, domain_gate, finished
+from upgrader.core.states import IN_PROGRESS, State
 from upgrader.core.views import NodeView
 from upgrader.core.waits import Wait
 from upgrader.core.windows import ALWAYS_OPEN, Verdict
@@ -84,11 +83,6 @@ def is_unavailable(node: NodeView) -> bool:
     return node.unschedulable or not node.ready or node.state in IN_PROGRESS or node.state is State.FAILED
 
 
-def _finished(node: NodeView, acknowledged: set[str], go_on: bool) -> bool:
-    """Done, or failed and either acknowledged or left behind (`go_on`: onNodeFailure continue)."""
-    return node.state is State.DONE or (node.state is State.FAILED and (go_on or node.name in acknowledged))
-
-
 def pick_domain(
     order: list[str],
     by_domain: dict[str, list[NodeView]],
@@ -107,12 +101,12 @@ def pick_domain(
     another order) finish first, and nothing starts meanwhile.
     """
 
-    def finished(domain: str) -> bool:
+    def domain_finished(domain: str) -> bool:
         # The canary (first) domain's failures always wait for an acknowledgement.
         go_on = policy.on_node_failure is OnNodeFailure.CONTINUE and domain != order[0]
-        return all(_finished(n, acknowledged, go_on) for n in by_domain[domain])
+        return all(finished(n, acknowledged, go_on) for n in by_domain[domain])
 
-    unfinished = [d for d in order if not finished(d)]
+    unfinished = [d for d in order if not domain_finished(d)]
     active = [d for d in order if any(n.state in IN_PROGRESS for n in by_domain[d])]
     if not unfinished:
         return None, None, []
@@ -124,7 +118,7 @@ def pick_domain(
     # when it moves on, or the one before this in the order.
     index = order.index(current)
     before = last if last in order and last != current else (order[index - 1] if index > 0 else None)
-    return current, (before if before is not None and finished(before) else None), []
+    return current, (before if before is not None and domain_finished(before) else None), []
 
 
 @dataclass(frozen=True)
@@ -161,6 +155,7 @@ def plan_starts(
     room: RoomCheck | None = None,
     hold: HoldCheck | None = None,
     grouping: Grouping | None = None,
+    promoted: Mapping[str, str] | None = None,
 ) -> Schedule:
     """`nodes` are the managed nodes; `may_start` is False while paused or halted; `last_domain` is the
     current domain the last status recorded (see `pick_domain`); `bystanders` are the other driver
@@ -178,7 +173,8 @@ def plan_starts(
 
     `fleet_size` scales a percentage maxUnavailable when `nodes` is a subset that leaves out nodes
     which cannot matter (done, available, not in the current domain), as the plan's wave replay does.
-    `grouping`: `group(nodes, policy)`, when the caller has it already.
+    `grouping`: `group(nodes, policy)`, when the caller has it already. `promoted`: the stages a
+    person promoted (core/stages.py), each with the finish it promoted.
     """
     grouped = grouping if grouping is not None else group(nodes, policy)
     order, by_domain, in_progress = grouped.order, grouped.by_domain, grouped.in_progress
@@ -209,20 +205,19 @@ def plan_starts(
     if elsewhere:
         busy = [n for d in elsewhere for n in by_domain[d] if n.state in IN_PROGRESS]
         return result([], current, waits.other_domain(elsewhere, current, busy, next_))
+    promoted = promoted or {}
     if current == order[0]:
-        staged = _canary_stage(by_domain[current], candidates, policy, now, acknowledged_failures)
+        staged = canary_stage(current, by_domain[current], candidates, policy, now, acknowledged_failures, promoted)
         if isinstance(staged, Wait):
             return result([], current, staged)
         candidates = staged
         next_ = candidates[0].name if candidates else next_
-    if previous is not None and policy.failure_domains.soak_seconds:
-        # A lost clock reads as "just finished" (the soak waits) until the pass restamps it.
-        finished_at = max((parse_or_none(n.annotations.get(STATE_SINCE)) or now) for n in by_domain[previous])
-        soak_until = finished_at + policy.failure_domains.soak_seconds
-        if now < soak_until and not any(n.state in IN_PROGRESS for n in by_domain[current]):
-            left = math.ceil(soak_until - now)  # never "0s more" while still soaking
-            seconds = policy.failure_domains.soak_seconds
-            return result([], current, waits.soak(previous, left, rfc3339(soak_until), seconds, current, next_))
+    if previous is not None and not any(n.state in IN_PROGRESS for n in by_domain[current]):
+        gated = domain_gate(policy, previous == order[0], bool(canary_first(by_domain[previous], policy)))
+        between = Between(previous, f"domain {previous}", f"domain {current}", gated)
+        wait = between.wait(by_domain[previous], policy, now, promoted, current, next_)
+        if wait is not None:
+            return result([], current, wait)
     if not may_start:
         return result([], current)
     if not candidates:
@@ -272,50 +267,6 @@ def plan_starts(
     return result([], current, wait)
 
 
-def canary_first(domain_nodes: Sequence[NodeView], policy: Policy) -> list[NodeView]:
-    """The canary domain's nodes that go first (failureDomains.canaryNodes); [] when the whole domain
-    is the canary. Finished nodes rank first, then those in progress, then by name: the choice holds
-    as its nodes progress, and once it is finished it stays finished, whatever else changes."""
-    count = policy.failure_domains.canary_count(len(domain_nodes))
-    if count is None:
-        return []
-    return sorted(domain_nodes, key=lambda n: (_stage_rank(n), n.name))[:count]
-
-
-def _stage_rank(node: NodeView) -> int:
-    if node.state in (State.DONE, State.FAILED):
-        return 0
-    return 1 if node.state in IN_PROGRESS else 2
-
-
-def _canary_stage(
-    domain_nodes: list[NodeView], candidates: list[NodeView], policy: Policy, now: float, acknowledged: set[str]
-) -> list[NodeView] | Wait:
-    """The canary domain's candidates while its first nodes go: those of them still to start; then,
-    once they are finished, a soak of failureDomains.soakSeconds; then every candidate. A Wait when
-    none may start."""
-    first = canary_first(domain_nodes, policy)
-    if not first:
-        return candidates
-    names = {n.name for n in first}
-    unfinished = [n for n in first if not _finished(n, acknowledged, go_on=False)]
-    domain = domain_of(first[0], policy)
-    rest = [c for c in candidates if c.name not in names]
-    if unfinished:
-        mine = [c for c in candidates if c.name in names]
-        return mine or waits.canary_nodes(domain, unfinished, len(first), len(domain_nodes) - len(first),
-                                          rest[0].name if rest else None)
-    seconds = policy.failure_domains.soak_seconds
-    if seconds and not any(n.state in IN_PROGRESS for n in domain_nodes if n.name not in names):
-        finished_at = max((parse_or_none(n.annotations.get(STATE_SINCE)) or now) for n in first)
-        if now < finished_at + seconds:
-            left = math.ceil(finished_at + seconds - now)
-            until = rfc3339(finished_at + seconds)
-            return waits.soak(f"{domain}'s {len(first)} canary nodes", left, until, seconds, domain,
-                              rest[0].name if rest else None, then=f"the rest of domain {domain}")
-    return candidates
-
-
 def _next_domain_waits(
     order: list[str],
     by_domain: dict[str, list[NodeView]],
@@ -330,7 +281,7 @@ def _next_domain_waits(
     if waiting is None:
         return None
     go_on = policy.on_node_failure is OnNodeFailure.CONTINUE and current != order[0]
-    unfinished = [n for n in by_domain[current] if not _finished(n, acknowledged, go_on)]
+    unfinished = [n for n in by_domain[current] if not finished(n, acknowledged, go_on)]
     first = min(queued[waiting], key=_start_order)
     return waits.previous_domain(current, current == order[0], unfinished, waiting, first.name)
 

@@ -73,6 +73,7 @@ def start_nodes(
         room=room_check(snapshot, policy) if waits_for_room else None,
         hold=hold_check(snapshot, policy, now, preflight) if preflight is not None else None,
         grouping=census(snapshot, policy, [n.name for n in nodes]).grouping,
+        promoted=snapshot.control.promoted,
     )
     actions: list[Action] = list(waiting_events(schedule.wait, snapshot.control.previous))
     for name, holding in schedule.judged:

@@ -159,6 +159,7 @@ class Control:
 
     paused: bool = False
     acknowledged: Mapping[str, str] = field(default_factory=dict)  # node -> its failed-at when acknowledged
+    promoted: Mapping[str, str] = field(default_factory=dict)  # stage -> its finish when promoted (core/stages.py)
     previous: Mapping[str, Any] = field(default_factory=dict)  # last status written
     kept: str | None = None
 

@@ -23,6 +23,7 @@ from upgrader.core.windows import YEARS, Verdict
 RUNBOOK = "runbooks/rollout-halted.md"
 WINDOW_RUNBOOK = "runbooks/maintenance-window-closed.md"
 CAPACITY_RUNBOOK = "runbooks/insufficient-gpu-capacity.md"
+PROMOTION_RUNBOOK = "runbooks/promotion.md"
 NAMED = 10  # nodes a sentence names before "and N more"
 FIX_NAMED = 5  # nodes a remedy names before "and N more"
 LISTED = 100  # nodes `waiting_on` lists: the status ConfigMap stays small on a large fleet
@@ -33,6 +34,7 @@ REASONS = (
     "max-unavailable-zero",
     "soak",
     "canary-nodes",
+    "awaiting-promotion",
     "previous-domain",
     "other-domain",
     "maintenance-window",
@@ -69,6 +71,7 @@ class Wait:
     until: str | None = None  # when it ends by the clock (a soak), RFC 3339
     runbook: str | None = None  # set when only a person ends it
     alerts: tuple[str, ...] = ()  # alert-firing: the matching alerts, so a change of them is a new wait
+    stage: tuple[str, str] | None = None  # a soak or a promotion wait: the stage and its finish, to promote
 
     def to_dict(self) -> dict[str, Any]:
         """The status's `waiting_on`; nothing in it changes from pass to pass while the wait is the same."""
@@ -80,7 +83,8 @@ class Wait:
             "next": self.next,
             "until": self.until,
             "runbook": self.runbook,
-        } | ({"alerts": list(self.alerts)} if self.alerts else {})
+        } | ({"alerts": list(self.alerts)} if self.alerts else {}) | (
+            {"stage": self.stage[0], "finished_at": self.stage[1]} if self.stage else {})
 
 
 def behind(node: NodeView, bystander: bool = False) -> Behind:
@@ -152,15 +156,23 @@ def max_unavailable_zero(limit: int, waiting: Sequence[str], domain: str | None)
 
 
 def soak(
-    previous: str, left: int, until: str, seconds: int, domain: str | None, next_: str | None, then: str | None = None
+    what: str, left: int, until: str, seconds: int, domain: str | None, next_: str | None, then: str,
+    stage: tuple[str, str] | None = None,
 ) -> Wait:
-    """A finished domain (or the canary domain's first nodes: `then` names what follows) soaks."""
-    soaking = previous if then else f"domain {previous}"
+    """A finished stage (`what`: a domain, or the canary domain's first nodes) soaks; `upgrader
+    promote` ends it early (`stage`: its name and finish, core/stages.py)."""
+    text = f"soaking {what} for {left}s more (failureDomains.soakSeconds {seconds}, until {until}); then {then} starts"
+    return Wait("soak", text, domain, (), next_, until, stage=stage)
+
+
+def awaiting_promotion(what: str, stage: str, finished_at: str, then: str, domain: str | None,
+                       next_: str | None) -> Wait:
+    """promotionGate: a finished stage waits for a person's promotion before the next starts."""
     text = (
-        f"soaking {soaking} for {left}s more (failureDomains.soakSeconds {seconds}, until {until}); "
-        f"then {then or f'domain {domain}'} starts"
+        f"awaiting promotion: {what} finished at {finished_at} (promotionGate); {then} starts once promoted: "
+        f"upgrader promote; see {PROMOTION_RUNBOOK}"
     )
-    return Wait("soak", text, domain, (), next_, until)
+    return Wait("awaiting-promotion", text, domain, (), next_, runbook=PROMOTION_RUNBOOK, stage=(stage, finished_at))
 
 
 def canary_nodes(domain: str, unfinished: Sequence[NodeView], count: int, rest: int, next_: str | None) -> Wait:

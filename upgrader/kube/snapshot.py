@@ -44,6 +44,7 @@ def control_path(settings: Addresses) -> str:
 
 
 ACKNOWLEDGED_KEY = "acknowledged"  # JSON: node -> its gpu-upgrader.io/failed-at when acknowledged
+PROMOTED_KEY = "promoted"  # JSON: stage -> its finish when promoted (core/stages.py)
 
 
 def read_control(api: KubeApi, settings: Addresses) -> Control:
@@ -72,13 +73,15 @@ def read_control(api: KubeApi, settings: Addresses) -> Control:
     return Control(
         paused=data.get("paused") == "true" or legacy or kept is not None,
         acknowledged=parse_acknowledged(data.get(ACKNOWLEDGED_KEY)),
+        promoted=parse_acknowledged(data.get(PROMOTED_KEY)),
         previous=previous,
         kept=kept,
     )
 
 
 def parse_acknowledged(text: str | None) -> dict[str, str]:
-    """`{"<node>": "<failed-at>"}`; anything else acknowledges nothing (fail closed)."""
+    """`{"<node>": "<failed-at>"}` (or `{"<stage>": "<finished-at>"}` for promotions); anything else
+    acknowledges or promotes nothing (fail closed)."""
     try:
         value = json.loads(text or "{}")
     except ValueError:

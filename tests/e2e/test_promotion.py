@@ -1,0 +1,69 @@
+"""promotionGate end to end on a virtual clock: after the canary domain the rollout waits, says so
+on the object, and starts nothing more until `upgrader promote` (a spec change the CLI makes) lets it
+on; `promote` refuses with one line when there is nothing to promote (docs/policy.md#promotion)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from upgrader.commands.cli import main
+
+from .test_rollout_object import SPEC, World
+
+GATED = {**SPEC, "maxParallelUpgrades": 2, "promotionGate": "canary", "waitForCompletion": None}
+
+
+def test_the_canary_waits_for_promote_then_the_rollout_completes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    w = World(GATED)
+    w.cluster.serve()
+    kubeconfig = str(w.cluster.write_kubeconfig(tmp_path / "kubeconfig"))
+    try:
+        for _ in range(120):
+            w.run(1)
+            if (w.obj.get("status", {}).get("waitingOn") or {}).get("reason") == "awaiting-promotion":
+                break
+        waiting = w.obj["status"]["waitingOn"]
+        assert waiting["stage"] == "us-east-1a" and waiting["runbook"] == "runbooks/promotion.md", waiting
+        w.run(60)
+        domain = {n: z for z, nodes in w.info.domains.items() for n in nodes}
+        assert {domain[s.node] for s in w.recorder.starts()} == {"us-east-1a"}, "nothing past the gate"
+        assert w.condition("Progressing")["reason"] == "Waiting"
+
+        capsys.readouterr()
+        assert main(["promote", "--kubeconfig", kubeconfig, "--rollout", "default"]) == 0
+        assert capsys.readouterr().out == (
+            f"promoted us-east-1a (finished at {waiting['finishedAt']}): the promotion gate opens; "
+            "the next pass goes on\n"
+        )
+        assert w.obj["spec"]["promotions"] == [{"stage": "us-east-1a", "finishedAt": waiting["finishedAt"]}]
+        w.run(400, until="Done")
+        assert w.obj["status"]["phase"] == "Done"
+        assert w.recorder.check(w.controller.policy, domain, "us-east-1a") == []
+
+        assert main(["promote", "--kubeconfig", kubeconfig, "--rollout", "default"]) == 1
+        assert capsys.readouterr().err == (
+            "upgrader: cannot promote: nothing to promote: the rollout is Done; promote ends a soak or a "
+            "promotionGate wait (nothing written)\n"
+        )
+    finally:
+        w.cluster.stop()
+
+
+def test_a_failed_canary_is_refused_promotion_naming_the_acknowledgement() -> None:
+    from upgrader.commands.promote import _promotable
+    from upgrader.commands.status import Refused
+
+    status = {"phase": "Halted", "waiting_on": None,
+              "failed": [{"node": "gpu-a-01", "acknowledged": False}, {"node": "gpu-a-02", "acknowledged": True}]}
+    with pytest.raises(Refused) as refused:
+        _promotable(status)
+    assert str(refused.value) == (
+        "nothing to promote: gpu-a-01 upgrade-failed, not acknowledged; promotion is not acknowledgement "
+        "(`upgrader acknowledge gpu-a-01` first, nothing written)"
+    )
+    soak = {"phase": "Running", "waiting_on": {"reason": "soak", "stage": "a", "finished_at": "T"}}
+    assert _promotable(soak) == ("a", "T")
