@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from upgrader.core import eviction_backoff as backoff
 from upgrader.core import rollout
 from upgrader.core import starts as starting
 from upgrader.core.actions import Action, Annotate, Event, Outcome, Transition, WriteStatus
@@ -90,10 +91,15 @@ def reconcile(
     locked = bool(snapshot.interlocks)
     if policy.auto_upgrade and not locked:
         work.act(detect(work.snapshot, policy, now))
+    pauses = backoff.current(backoff.read(snapshot.control.previous), snapshot.pdbs)
+    counted: set[str] = set()  # budgets whose refusals this pass counted already
     for ctx, plan in [] if locked else rollout.plan_steps(work.snapshot, policy, now):
-        attempted = work.act(list(plan.attempts))
-        if plan.attempts and not attempted:
+        send, held = backoff.hold(plan.attempts, plan.pdb_of, pauses, now)
+        attempted = work.act(send)
+        if send and not attempted:
             continue  # nothing was applied (the controller lost its lease mid-pass)
+        pauses = backoff.after(pauses, plan.pdb_of, attempted, now, counted)
+        attempted = [*attempted, *held]
         decided = rollout.conclude(ctx, plan, attempted, now, frozenset(disrupted))
         disrupted.update(rollout.spent_budgets(plan, attempted))
         work.act(decided)
@@ -111,6 +117,8 @@ def reconcile(
     status = rollout_status(
         work.snapshot, policy, managed, fleet.skipped, fleet.invalid, schedule, acknowledged, now, waiting
     )
+    if pauses:
+        status[backoff.STATUS_KEY] = backoff.to_status(pauses)
     previous = dict(work.snapshot.control.previous)
     if meaningful(status) != meaningful(previous):
         work.act([WriteStatus(status), *phase_events(previous, status, managed[0] if managed else None)])

@@ -1,0 +1,42 @@
+"""The per-budget eviction backoff as plain data: read back from the status fail-closed (unreadable is
+no backoff), reset when the budget's disruptionsAllowed moves, doubled once a pass, capped."""
+
+from __future__ import annotations
+
+from upgrader.core import eviction_backoff as backoff
+from upgrader.core.actions import Evict, Outcome, Result
+from upgrader.core.selectors import parse_label_selector
+from upgrader.core.views import PdbView
+
+PDB = PdbView("ml", "train", parse_label_selector("app=train"), 0, 2, 2, 2)
+E1, E2 = Evict("n1", "ml", "train-0", "u0"), Evict("n2", "ml", "train-1", "u1")
+PDB_OF = {"ml/train-0": PDB, "ml/train-1": PDB}
+
+
+def test_unreadable_backoff_is_none() -> None:
+    assert backoff.read({"eviction_backoff": {"ml/train": {"refusals": "3"}, "x": 5}}) == {}
+    assert backoff.read({"eviction_backoff": "nonsense"}) == {}
+
+
+def test_refusals_double_once_a_pass_up_to_the_cap_and_an_admitted_eviction_ends_it() -> None:
+    pauses: dict[str, backoff.Pause] = {}
+    now = 1000.0
+    delays = []
+    for _ in range(7):
+        counted: set[str] = set()
+        refused = [Outcome(E1, Result.BLOCKED, "429"), Outcome(E2, Result.BLOCKED, "429")]
+        pauses = backoff.after(pauses, PDB_OF, refused, now, counted)
+        delays.append(pauses["ml/train"].retry_at - now)
+    assert delays == [10, 20, 40, 80, 160, 300, 300]
+    assert backoff.after(pauses, PDB_OF, [Outcome(E1, Result.OK)], now, set()) == {}
+
+
+def test_held_evictions_count_as_refused_until_the_time_or_a_change_of_the_budget() -> None:
+    pauses = {"ml/train": backoff.Pause(2, 0, 1020.0)}
+    send, held = backoff.hold([E1], PDB_OF, pauses, 1019.0)
+    assert send == [] and [o.result for o in held] == [Result.BLOCKED]
+    assert held[0].message == ("not sent: PodDisruptionBudget ml/train refused 2 in a row at disruptionsAllowed=0; "
+                               "next try at 1970-01-01T00:17:00Z or when disruptionsAllowed changes")
+    assert backoff.hold([E1], PDB_OF, pauses, 1020.0) == ([E1], [])
+    moved = PdbView("ml", "train", parse_label_selector("app=train"), 1, 2, 1, 2)
+    assert backoff.current(pauses, [moved]) == {} and backoff.current(pauses, [PDB]) == pauses

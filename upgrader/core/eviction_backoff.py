@@ -1,0 +1,106 @@
+"""Evictions a PodDisruptionBudget refused back off per budget instead of being sent every pass.
+
+A refusal (HTTP 429) of an eviction covered by a budget doubles that budget's pause before the next
+try, from BASE_SECONDS up to CAP_SECONDS; a budget whose `disruptionsAllowed` changes since (a pod
+became ready, someone raised it) is tried again at the next pass, and an eviction it admits ends its
+backoff. Meanwhile each eviction it covers counts as refused without a request, so the step blocks,
+waits and halts exactly as if the API server had said 429 (core/rollout.py `conclude`).
+
+The backoff is kept in the rollout status (`eviction_backoff`), which the next pass reads back, so a
+restarted controller goes on from it; times are RFC 3339 of the controller's clock, compared only
+with that clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from upgrader.core.actions import Action, Evict, Outcome, Result
+from upgrader.core.timefmt import parse_or_none, rfc3339
+from upgrader.core.views import PdbView
+
+BASE_SECONDS = 10  # the pause after a budget's first refusal
+CAP_SECONDS = 300  # the longest pause: a budget is asked at least this often
+STATUS_KEY = "eviction_backoff"
+
+
+@dataclass(frozen=True)
+class Pause:
+    """One budget's backoff: how many refusals in a row, the `disruptionsAllowed` they were made
+    under, and when the next eviction it covers is sent."""
+
+    refusals: int
+    allowed: int
+    retry_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"refusals": self.refusals, "allowed": self.allowed, "retry_at": rfc3339(self.retry_at)}
+
+
+def read(previous: Mapping[str, Any]) -> dict[str, Pause]:
+    """The backoff the last status kept; anything unreadable is no backoff (the eviction is sent)."""
+    kept = previous.get(STATUS_KEY)
+    out: dict[str, Pause] = {}
+    for key, entry in (kept.items() if isinstance(kept, Mapping) else ()):
+        if not isinstance(entry, Mapping):
+            continue
+        refusals, allowed = entry.get("refusals"), entry.get("allowed")
+        retry_at = parse_or_none(entry.get("retry_at"))
+        if isinstance(refusals, int) and isinstance(allowed, int) and retry_at is not None:
+            out[str(key)] = Pause(refusals, allowed, retry_at)
+    return out
+
+
+def current(pauses: Mapping[str, Pause], pdbs: Sequence[PdbView]) -> dict[str, Pause]:
+    """The pauses that still hold: a budget gone, or whose `disruptionsAllowed` moved, is reset."""
+    allowed = {p.key: p.disruptions_allowed for p in pdbs}
+    return {key: pause for key, pause in pauses.items() if allowed.get(key) == pause.allowed}
+
+
+def hold(
+    attempts: Sequence[Action], pdb_of: Mapping[str, PdbView], pauses: Mapping[str, Pause], now: float
+) -> tuple[list[Action], list[Outcome]]:
+    """The attempts to send now, and the evictions held back, each as a refusal said in words."""
+    send: list[Action] = []
+    held: list[Outcome] = []
+    for action in attempts:
+        pdb = pdb_of.get(f"{action.namespace}/{action.name}") if isinstance(action, Evict) else None
+        pause = pauses.get(pdb.key) if pdb is not None else None
+        if pdb is None or pause is None or now >= pause.retry_at:
+            send.append(action)
+            continue
+        said = (
+            f"not sent: PodDisruptionBudget {pdb.key} refused {pause.refusals} in a row at disruptionsAllowed="
+            f"{pause.allowed}; next try at {rfc3339(pause.retry_at)} or when disruptionsAllowed changes"
+        )
+        held.append(Outcome(action, Result.BLOCKED, said))
+    return send, held
+
+
+def after(
+    pauses: Mapping[str, Pause], pdb_of: Mapping[str, PdbView], sent: Sequence[Outcome], now: float,
+    counted: set[str],
+) -> dict[str, Pause]:
+    """The pauses once the evictions `sent` were answered: a 429 doubles its budget's pause (once a
+    pass, `counted` holding the budgets already counted), an eviction admitted ends it."""
+    out = dict(pauses)
+    for outcome in sent:
+        action = outcome.action
+        pdb = pdb_of.get(f"{action.namespace}/{action.name}") if isinstance(action, Evict) else None
+        if pdb is None:
+            continue
+        if outcome.result is Result.OK:
+            out.pop(pdb.key, None)
+        elif outcome.result is Result.BLOCKED and pdb.key not in counted:
+            counted.add(pdb.key)
+            before = pauses.get(pdb.key)
+            refusals = (before.refusals if before else 0) + 1
+            delay = min(CAP_SECONDS, BASE_SECONDS * 2 ** (refusals - 1))
+            out[pdb.key] = Pause(refusals, pdb.disruptions_allowed, now + delay)
+    return out
+
+
+def to_status(pauses: Mapping[str, Pause]) -> dict[str, dict[str, Any]]:
+    return {key: pauses[key].to_dict() for key in sorted(pauses)}
