@@ -61,6 +61,7 @@ class _Writer:
         self.elector = controller.elector
         self.applier = applier
         self.errors: list[str] = []
+        self.causes: set[str] = set()  # the failures' messages said this pass
         self.closed = False  # the lease went stale or was lost: nothing more is written this pass
         self.stale: str | None = None  # why, when the lease was not lost but could not be renewed in time
 
@@ -111,8 +112,12 @@ class _Writer:
         fields = {key: value for key, value in (("node", node), ("state", state), ("reason", reason)) if value}
         if outcome.result is Result.ERROR:
             text = f"{type(action).__name__} on {node or '-'} failed: {outcome.message}"
+            # One cause, one WARNING a pass (an API server refusing every write refuses them all);
+            # the writes after the first it failed are DEBUG lines (-vv), each counted all the same.
+            said = outcome.message in self.causes
+            self.causes.add(outcome.message)
             self.errors.append(text)
-            log.warning(text, extra=fields)
+            (log.debug if said else log.warning)(text, extra=fields)
         elif isinstance(action, Event) and outcome.ok:
             (log.warning if action.type == "Warning" else log.info)("%s: %s", action.node, action.message, extra=fields)
         elif isinstance(action, Transition) and outcome.ok:
