@@ -7,17 +7,19 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from upgrader.controller.alert_source import PrometheusAlerts
 from upgrader.controller.intent import RolloutIntent
+from upgrader.controller.notifier import Notifier
 from upgrader.controller.preflight_source import PreflightFiles, PreflightSource
 from upgrader.controller.settings import Settings
 from upgrader.core.actions import Action, Event, Outcome, Result, Transition
 from upgrader.core.events import waiting_line
 from upgrader.core.node_facts import FactsCarry
+from upgrader.core.notices import notices
 from upgrader.core.policy import OnInsufficientCapacity, Policy
 from upgrader.core.reconcile import reconcile
 from upgrader.core.timefmt import rfc3339
@@ -182,6 +184,8 @@ class Controller:
         # `run --rollout NAME`: the DriverRollout object, read every pass (controller/intent.py);
         # None: the policy given at start, and the control ConfigMap (`run --policy FILE`).
         self.intent: RolloutIntent | None = None
+        # The policy's webhooks (core/notices.py): a thread of its own, started with the first notice.
+        self.notifier: Notifier | None = None
 
     def adopt(self, policy: Policy, files: PreflightFiles) -> None:
         """Act on `policy` from this pass on (a spec generation the rollout object put in force)."""
@@ -262,6 +266,8 @@ class Controller:
         writer = _Writer(self, applier)
         preflight = self.preflight.read(snapshot, self.policy) if self.preflight is not None else None
         result = reconcile(snapshot, self.policy, now, writer.apply, preflight)
+        if not writer.closed:
+            self._notify(snapshot.control.previous, result.status)
         if intent is not None and writer.may_write():
             try:
                 intent.write(result.status)
@@ -279,6 +285,19 @@ class Controller:
             stale=writer.stale,
             error="; ".join(writer.errors) or None,  # a denied or failed write counts as a failed pass
         )
+
+    def _notify(self, previous: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+        """Hand the pass's notices to the notifier (started with the first): never waits on a receiver."""
+        hooks = self.policy.notifications.webhooks
+        if not hooks:
+            return
+        found = notices(previous, status, self.policy.failure_domains.canary_nodes is not None)
+        if not found:
+            return
+        if self.notifier is None:
+            where = self.intent.label if self.intent is not None else self.settings.namespace
+            self.notifier = Notifier(where)
+        self.notifier.tell(hooks, found, status)
 
     def _status_only(self, intent: RolloutIntent) -> PassReport:
         """The pass of a rollout whose spec was never valid: its status says why, nothing else moves."""

@@ -26,6 +26,7 @@ from pydantic import (
 
 from upgrader.core.alert_gate import AlertGate
 from upgrader.core.labels import label_key_error, label_value_error
+from upgrader.core.notices import Notifications
 from upgrader.core.preflight_policy import PreflightPolicy
 from upgrader.core.selectors import LabelSelector, SelectorError, parse_label_selector
 from upgrader.core.windows import Window, check_cron, check_zone, day_index, days_cron, parse_duration
@@ -271,6 +272,7 @@ _SECTIONS = (
     "pod_restart",
     "gpu_capacity",
     "preflight",
+    "notifications",
 )
 
 
@@ -292,6 +294,9 @@ class Policy(_Strict):
     on_node_failure: OnNodeFailure = Field(OnNodeFailure.HALT, alias="onNodeFailure")
     # Ours: a person promotes the rollout past the canary, or past every domain. core/stages.py
     promotion_gate: PromotionGate = Field(PromotionGate.NONE, alias="promotionGate")
+    # Ours: webhooks told when the rollout halts, its canary is done, it awaits promotion, a node
+    # fails, it is done. core/notices.py
+    notifications: Notifications = Notifications()
     # Ours: drain every node after its GPU pods are deleted. The GPU Operator drains only when GPU pod
     # deletion cannot finish (and drain.enable is set), which is what upgrader does without this.
     drain_every_node: bool = Field(False, alias="drainEveryNode", strict=True)
