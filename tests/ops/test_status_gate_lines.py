@@ -64,3 +64,10 @@ def test_a_refused_spec_is_said_under_the_phase_and_an_accepted_one_is_not() -> 
     accepted = {**refused, "status": "True", "reason": "SpecAccepted"}
     table = render_table(status(rollout={"name": "n", "generation": 5, "conditions": [accepted]}))
     assert "SPEC REFUSED" not in table
+
+
+def test_the_eta_is_said_beside_the_nodes_when_there_is_one() -> None:
+    eta = {"at": "2026-12-03T18:00:00Z", "node_seconds": 420, "from_nodes": 12, "nodes_left": 40}
+    assert render_table(status(eta=eta, nodes_total=52)).splitlines()[1].endswith(
+        "NODES: 52   ETA: 2026-12-03T18:00:00Z (40 nodes left, 420s a node, median of 12)")
+    assert "ETA" not in render_table(status(eta=None))

@@ -51,10 +51,19 @@ def header(status: dict[str, Any], controller: ControllerSeen | None, now: float
     warning = controller.warning(now or 0.0) if controller is not None else None
     lines = [warning] if warning else []
     lines.append(f"PHASE: {status.get('phase')}   {status.get('message', '')}")
-    lines.append(f"UPDATED: {updated(status, now)}   NODES: {status.get('nodes_total', 0)}")
+    lines.append(f"UPDATED: {updated(status, now)}   NODES: {status.get('nodes_total', 0)}{eta_text(status)}")
     if controller is not None:
         lines.append(controller.line(now or 0.0))
     return lines + refused_spec_lines(status)
+
+
+def eta_text(status: dict[str, Any]) -> str:
+    """`   ETA: <time> (<n> nodes left, <s>s a node, median of <m>)`, when the status has one."""
+    eta = status.get("eta") or {}
+    if not eta.get("at"):
+        return ""
+    return (f"   ETA: {eta['at']} ({eta['nodes_left']} nodes left, {eta['node_seconds']}s a node, "
+            f"median of {eta['from_nodes']})")
 
 
 def refused_spec_lines(status: dict[str, Any]) -> list[str]:

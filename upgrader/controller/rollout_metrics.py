@@ -66,6 +66,8 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "upgrader_alert_gate_firing_alerts": ("Matching alerts firing in Prometheus as of the last pass.", ()),
     "upgrader_rollout_domain_info": ("1 for the failure domain being upgraded (position current) and the one "
                                      "after it (position next).", ("position", "domain")),
+    "upgrader_rollout_eta_timestamp_seconds": (
+        "When the rollout should be done, from the median observed per-node duration (0: no estimate yet).", ()),
     "upgrader_target_driver_info": ("1 per driver DaemonSet: the driver version and revision its nodes are "
                                     "upgraded to.", ("daemonset", "driver_version", "revision")),
 }
@@ -145,6 +147,8 @@ def families(status: dict[str, Any], now: float) -> Iterable[Metric]:
     for target in status.get("targets") or []:
         values = [str(target.get(k, "")) for k in ("daemonset", "driver_version", "revision")]
         family["upgrader_target_driver_info"].add_metric(values, 1)
+    eta = parse_or_none((status.get("eta") or {}).get("at"))
+    family["upgrader_rollout_eta_timestamp_seconds"].add_metric([], eta or 0)
     ages = oldest(status, now)
     for state in sorted(IN_PROGRESS, key=list(State).index):
         family["upgrader_state_oldest_seconds"].add_metric([state.value], round(ages.get(state.value, 0.0), 3))

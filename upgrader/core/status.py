@@ -11,6 +11,7 @@ from typing import Any
 
 from upgrader.core.actions import Action, Event
 from upgrader.core.census import census
+from upgrader.core.eta import estimate
 from upgrader.core.policy import OnNodeFailure, Policy
 from upgrader.core.preflight import Hold
 from upgrader.core.runbooks import runbook_for
@@ -212,6 +213,8 @@ def rollout_status(
         "current_domain": schedule.current_domain if schedule else None,
         "next_domain": next_domain(domains, schedule.current_domain if schedule else None),
         "domains": domains,
+        # When it should be done, from the observed per-node durations (core/eta.py); None: cannot say yet
+        "eta": estimate(nodes, policy, _domains_after(domains, schedule.current_domain if schedule else None)),
         # What the nodes are upgraded to: each driver DaemonSet's newest revision and its driver
         "targets": [
             {"daemonset": f"{d.namespace}/{d.name}", "driver_version": d.driver_version or "",
@@ -291,6 +294,13 @@ def waiting_since(wait: Wait | None, previous: Mapping[str, Any], now: float) ->
 
 def by_state_in_progress(by_state: dict[str, int]) -> int:
     return sum(by_state[s.value] for s in IN_PROGRESS)
+
+
+def _domains_after(domains: list[dict[str, Any]], current: str | None) -> int:
+    """Domains after the current one with a node still to start: each brings a soak."""
+    names = [d["name"] for d in domains]
+    after = domains[names.index(current) + 1:] if current in names else []
+    return sum(1 for d in after if d["by_state"].get(State.UPGRADE_REQUIRED.value))
 
 
 def meaningful(status: dict[str, Any]) -> dict[str, Any]:

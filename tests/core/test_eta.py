@@ -1,0 +1,28 @@
+"""The ETA from the observed per-node durations: median, waves of maxParallelUpgrades, a soak per
+domain to come, anchored on the newest state change (so it moves only when a node does)."""
+
+from __future__ import annotations
+
+from upgrader.core.eta import estimate
+from upgrader.core.states import STARTED_AT
+
+from .factories import at, node, policy
+from .schedule_fixtures import DONE, REQ, S
+
+
+def test_median_waves_and_soaks_from_the_newest_change() -> None:
+    nodes = [
+        node("a1", DONE, since=100, annotations={STARTED_AT: at(0)}),  # 100 s
+        node("a2", DONE, since=400, annotations={STARTED_AT: at(100)}),  # 300 s
+        node("a3", DONE, since=700, annotations={STARTED_AT: at(500)}),  # 200 s
+        node("b1", S.DRAIN_REQUIRED, since=650), *(node(f"b{i}", REQ, since=0) for i in range(2, 6)),
+    ]
+    got = estimate(nodes, policy(maxParallelUpgrades=2, failureDomains={"soakSeconds": 600}), domains_left=1)
+    # 5 left, 2 at a time: 3 waves of the 200 s median, and one soak; from the newest change, T0+700
+    assert got == {"at": at(700 + 3 * 200 + 600), "node_seconds": 200, "from_nodes": 3, "nodes_left": 5}
+    assert estimate(nodes, policy(maxParallelUpgrades=2), 0) == {**got, "at": at(700 + 3 * 200)}
+
+
+def test_no_estimate_before_a_node_finished_or_when_none_is_left() -> None:
+    assert estimate([node("a1", REQ, since=0)], policy(), 0) is None
+    assert estimate([node("a1", DONE, since=100, annotations={STARTED_AT: at(0)})], policy(), 0) is None
