@@ -146,3 +146,30 @@ def test_tables_show_the_printer_columns(server: Server) -> None:
         ("Age", 0),
     ]
     assert table["rows"][0]["cells"] == ["default", "Running", "2/6", 1, "us-east-1b", None, None, "90s"]
+
+
+def test_every_policy_key_has_a_place_in_the_schema() -> None:
+    """A key the CRD does not know is pruned by the API server: the controller would never see it."""
+    from pydantic import BaseModel
+
+    from upgrader.core.policy import Policy
+    from upgrader.core.rollout_object import INTENT_KEYS
+
+    crd = yaml.safe_load(CRD.read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+    def missing(model: type[BaseModel], schema: dict[str, Any], where: str) -> list[str]:
+        out = []
+        props = schema.get("properties") or {}
+        for name, field in model.model_fields.items():
+            key = field.serialization_alias or field.alias or name
+            if key not in props:
+                out.append(f"{where}{key}")
+                continue
+            inner = field.annotation
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                out += missing(inner, props[key], f"{where}{key}.")
+        return out
+
+    assert missing(Policy, spec, "spec.") == []
+    assert set(INTENT_KEYS) <= set(spec["properties"])

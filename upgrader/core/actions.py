@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from upgrader.core.placement import Taint
 from upgrader.core.states import SINCE_STATE, STATE_SINCE, State
 
 
@@ -46,6 +47,15 @@ class SetUnschedulable:
 
 
 @dataclass(frozen=True)
+class SetTaints:
+    """The node's whole `spec.taints` as it should be (ours added or removed, the others kept),
+    written guarded by the resourceVersion it was decided on (core/pending_taint.py)."""
+
+    node: str
+    taints: tuple[Taint, ...]
+
+
+@dataclass(frozen=True)
 class Evict:
     """Through the Eviction API, so PodDisruptionBudgets hold; never falls back to a delete."""
 
@@ -79,7 +89,7 @@ class WriteStatus:
     status: Mapping[str, Any]
 
 
-Action = Transition | Annotate | SetUnschedulable | Evict | DeletePod | Event | WriteStatus
+Action = Transition | Annotate | SetUnschedulable | SetTaints | Evict | DeletePod | Event | WriteStatus
 
 
 class Result(StrEnum):

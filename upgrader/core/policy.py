@@ -27,6 +27,7 @@ from pydantic import (
 from upgrader.core.alert_gate import AlertGate
 from upgrader.core.labels import label_key_error, label_value_error
 from upgrader.core.notices import Notifications
+from upgrader.core.pending_taint_policy import TaintPendingNodes
 from upgrader.core.preflight_policy import PreflightPolicy
 from upgrader.core.selectors import LabelSelector, SelectorError, parse_label_selector
 from upgrader.core.windows import Window, check_cron, check_zone, day_index, days_cron, parse_duration
@@ -273,6 +274,7 @@ _SECTIONS = (
     "gpu_capacity",
     "preflight",
     "notifications",
+    "taint_pending_nodes",
 )
 
 
@@ -297,6 +299,8 @@ class Policy(_Strict):
     # Ours: webhooks told when the rollout halts, its canary is done, it awaits promotion, a node
     # fails, it is done. core/notices.py
     notifications: Notifications = Notifications()
+    # Ours: nodes still to be upgraded carry a PreferNoSchedule taint. core/pending_taint.py
+    taint_pending_nodes: TaintPendingNodes = Field(TaintPendingNodes(), alias="taintPendingNodes")
     # Ours: drain every node after its GPU pods are deleted. The GPU Operator drains only when GPU pod
     # deletion cannot finish (and drain.enable is set), which is what upgrader does without this.
     drain_every_node: bool = Field(False, alias="drainEveryNode", strict=True)

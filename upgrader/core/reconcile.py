@@ -18,6 +18,7 @@ from upgrader.core.actions import Action, Annotate, Event, Outcome, Transition, 
 from upgrader.core.detect import detect
 from upgrader.core.events import transition_events
 from upgrader.core.fleet import fleet as managed_fleet
+from upgrader.core.pending_taint import taint_actions
 from upgrader.core.policy import Policy
 from upgrader.core.preflight import Preflight
 from upgrader.core.states import STATE_SINCE, UNLABELLED
@@ -117,9 +118,12 @@ def reconcile(
     status = rollout_status(
         work.snapshot, policy, managed, fleet.skipped, fleet.invalid, schedule, acknowledged, now, waiting
     )
+    if not locked:  # an interlock: no node is written, taints neither
+        work.act(list(taint_actions(work.snapshot, policy, managed, status["phase"])))
     if pauses:
         status[backoff.STATUS_KEY] = backoff.to_status(pauses)
     previous = dict(work.snapshot.control.previous)
     if meaningful(status) != meaningful(previous):
         work.act([WriteStatus(status), *phase_events(previous, status, managed[0] if managed else None)])
     return PassOutcome(work.snapshot, before, status, work.outcomes, work.transitions, started)
+

@@ -22,6 +22,7 @@ from upgrader.core.actions import (
     Evict,
     Outcome,
     Result,
+    SetTaints,
     SetUnschedulable,
     Transition,
 )
@@ -381,7 +382,10 @@ def project(snapshot: Snapshot, applied: Iterable[Action]) -> Snapshot:
             # A recovery's cordon: the steps that follow in the same pass must not cordon it again.
             changed = nodes[action.node].with_changes(None, action.record)
             nodes[action.node] = replace(changed, unschedulable=action.unschedulable)
+        elif isinstance(action, SetTaints) and action.node in nodes:
+            nodes[action.node] = replace(nodes[action.node], taints=action.taints)
     folded = replace(snapshot, nodes=nodes)
-    touched = {a.node for a in applied if isinstance(a, Transition | Annotate | SetUnschedulable) and a.node in nodes}
+    kinds = Transition | Annotate | SetUnschedulable | SetTaints
+    touched = {a.node for a in applied if isinstance(a, kinds) and a.node in nodes}
     folded.memo[FOLDED] = Folded(snapshot.memo.get("facts"), snapshot.driver_pods, frozenset(touched))
     return folded

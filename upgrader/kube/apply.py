@@ -20,6 +20,7 @@ from upgrader.core.actions import (
     Evict,
     Outcome,
     Result,
+    SetTaints,
     SetUnschedulable,
     Transition,
     WriteStatus,
@@ -86,6 +87,8 @@ class Applier:
             self._patch_node(action.node, self._annotation_ops(action.node, action.annotations), JSON_PATCH)
         elif isinstance(action, SetUnschedulable):
             self._patch_node(action.node, self._cordon_patch(action), MERGE)
+        elif isinstance(action, SetTaints):
+            self._patch_node(action.node, self._taints_patch(action), MERGE)
         elif isinstance(action, Evict):
             self.api.evict(action.namespace, action.name, action.uid)
         elif isinstance(action, DeletePod):
@@ -118,6 +121,16 @@ class Applier:
             patch["metadata"] = {"resourceVersion": version}
         if action.record:  # a merge patch: None removes the key
             patch.setdefault("metadata", {})["annotations"] = dict(action.record)
+        return patch
+
+    def _taints_patch(self, action: SetTaints) -> Obj:
+        """The node's whole taint list (a merge patch replaces a list), guarded like a cordon: a taint
+        someone else changed meanwhile is a 409, and the next pass decides on a fresh read."""
+        taints = [{"key": t.key, "effect": t.effect, **({"value": t.value} if t.value else {})} for t in action.taints]
+        patch: Obj = {"spec": {"taints": taints or None}}
+        version = (self.nodes.get(action.node, {}).get("metadata") or {}).get("resourceVersion")
+        if version:
+            patch["metadata"] = {"resourceVersion": version}
         return patch
 
     def _annotation_ops(self, name: str, annotations: dict[str, str | None] | Any) -> list[Obj]:

@@ -95,6 +95,16 @@ def untolerated(node: Obj, tolerations: list[Obj]) -> Obj | None:
     return None
 
 
+def intolerable_preferences(node: Obj, tolerations: list[Obj]) -> int:
+    """kube-scheduler's TaintToleration score counts a node's PreferNoSchedule taints the pod does not
+    tolerate (tolerations with an empty effect or PreferNoSchedule only); fewer scores higher. With
+    its default weight 3 against at most 2 x 100 from the resource scores, a node with fewer such
+    taints always wins among feasible ones, so the count ranks first here."""
+    mine = [t for t in tolerations if (t.get("effect") or "") in ("", "PreferNoSchedule")]
+    return sum(1 for taint in (node.get("spec") or {}).get("taints") or []
+               if taint.get("effect") == "PreferNoSchedule" and not tolerated(mine, taint))
+
+
 # ----- node affinity ------------------------------------------------------------------------
 
 

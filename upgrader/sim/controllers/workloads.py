@@ -3,7 +3,9 @@
 A pod owned by a ReplicaSet or StatefulSet that is deleted is replaced at once by a Pending,
 unscheduled pod (so PodDisruptionBudgets keep counting it as expected but not healthy). The
 scheduler binds pending pods where kube-scheduler's filters would (`node_fit`: cordons, taints and
-tolerations, nodeSelector and required node affinity, free `nvidia.com/gpu` and MIG slices); a pod
+tolerations, nodeSelector and required node affinity, free `nvidia.com/gpu` and MIG slices), on the
+node it scores best: fewest PreferNoSchedule taints the pod does not tolerate (TaintToleration), then
+the most free GPUs; a pod
 that fits nowhere keeps `PodScheduled=False/Unschedulable` with kube-scheduler's message. Bound
 pods turn Ready after `workload_ready_delay`.
 
@@ -194,7 +196,9 @@ class WorkloadController:
         for pod in pending:
             placement = node_fit.place(pod, nodes, gpu_requests(pod), self.load, self._lower_load)
             if placement.feasible:
-                best = min(placement.feasible, key=lambda name: (-self.free(by_name[name]), name))
+                tolerations = list((pod.get("spec") or {}).get("tolerations") or [])
+                best = min(placement.feasible, key=lambda name: (
+                    node_fit.intolerable_preferences(by_name[name], tolerations), -self.free(by_name[name]), name))
                 self._bind(pod, best)
             else:
                 still_waiting = True
