@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from tests.e2e.conftest import FAST_POLICY, FAST_SIM
+from upgrader.core.pending_taint import KEY as TAINT
 from upgrader.core.policy import Policy, policy_from_mapping
 from upgrader.core.rollout_object import GROUP, KIND, PLURAL, VERSION
 from upgrader.core.states import STATE_LABEL, WAS_UNSCHEDULABLE, State
@@ -39,7 +40,11 @@ from upgrader.sim.proving.invariants import RolloutRecorder
 FULL = os.environ.get("UPGRADER_CAMPAIGN") == "full"
 ORDER = ["us-east-1a", "us-east-1b", "us-east-1c"]
 # The fast policy, with drain as the fallback of a GPU pod deletion that cannot finish.
-POLICY = {**FAST_POLICY, "drain": {"enable": True, "force": True, "podSelector": "app=scratch"}}
+# The canary zone's first node goes alone (canaryNodes), and the nodes still to be upgraded carry our
+# PreferNoSchedule taint (taintPendingNodes), which no rollout may leave behind.
+POLICY = {**FAST_POLICY, "drain": {"enable": True, "force": True, "podSelector": "app=scratch"},
+          "failureDomains": {**FAST_POLICY["failureDomains"], "canaryNodes": 1},
+          "taintPendingNodes": {"enable": True}}
 MIG = "nvidia.com/mig-1g.10gb"
 DRIVER_APP = "nvidia-driver-daemonset"
 ROLLOUT = "default"  # the DriverRollout the controllers follow (`run --rollout default`)
@@ -219,7 +224,17 @@ class World:
             found.append("not every node reached upgrade-done")
         if self.phase() != "Done":
             found.append(f"the rollout object's status says {self.phase()}, not Done")
+        found += [f"{name} still carries {TAINT} after the rollout" for name in self.tainted()]
         return found
+
+    def tainted(self) -> list[str]:
+        """Nodes carrying our PreferNoSchedule taint (core/pending_taint.py), once the rollout is done
+        (the last pass's removals land a moment after the phase says Done)."""
+        def carriers() -> list[str]:
+            return sorted(n["metadata"]["name"] for n in self.cluster.store.objects(self.cluster.type("nodes"))
+                          if any(t.get("key") == TAINT for t in (n.get("spec") or {}).get("taints") or []))
+        wait_for(lambda: not carriers(), 10)
+        return carriers()
 
 
 def world(tmp: Path, scenario: str = "healthy", faults: FaultPlan | None = None, seed: int = 0,

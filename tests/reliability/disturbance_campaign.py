@@ -69,7 +69,7 @@ class Latency(FaultPlan):
 def ordered_policy(order: list[str]) -> dict[str, Any]:
     """The campaign policy with `order` (its first domain the canary), and a maxUnavailable that
     an admin's cordon, a failed or a `bogus` node makes bind."""
-    return {**POLICY, "maxUnavailable": 2, "failureDomains": {"order": order, "soakSeconds": 1}}
+    return {**POLICY, "maxUnavailable": 2, "failureDomains": {"order": order, "soakSeconds": 1, "canaryNodes": 1}}
 
 
 class InProcessController:

@@ -299,6 +299,8 @@ class Policy(_Strict):
     # Ours: webhooks told when the rollout halts, its canary is done, it awaits promotion, a node
     # fails, it is done. core/notices.py
     notifications: Notifications = Notifications()
+    # Ours: a start behind a PodDisruptionBudget the nodes in progress use up waits. core/pdb_choice.py
+    pdb_aware_starts: bool = Field(False, alias="pdbAwareStarts", strict=True)
     # Ours: nodes still to be upgraded carry a PreferNoSchedule taint. core/pending_taint.py
     taint_pending_nodes: TaintPendingNodes = Field(TaintPendingNodes(), alias="taintPendingNodes")
     # Ours: drain every node after its GPU pods are deleted. The GPU Operator drains only when GPU pod

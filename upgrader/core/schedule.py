@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from upgrader.core import waits
 from upgrader.core.alert_gate import GATE_OPEN, GateVerdict
+from upgrader.core.pdb_choice import PdbCheck
 from upgrader.core.policy import OnNodeFailure, Policy
 from upgrader.core.preflight import Hold
 from upgrader.core.stages import Between, canary_first, canary_stage, domain_gate, finished
@@ -31,6 +32,7 @@ from upgrader.core.waits import Wait
 from upgrader.core.windows import ALWAYS_OPEN, Verdict
 
 NO_DOMAIN = "<none>"
+PDB_SCAN = 64  # candidates a pass holds for their budgets at most: each costs a read of the node's pods
 # Why a node about to start would leave evicted GPU pods without room (None: they fit), given the
 # nodes starting before it in the same pass. See core/capacity.py.
 RoomCheck = Callable[[str, Collection[str]], "str | None"]
@@ -156,6 +158,7 @@ def plan_starts(
     hold: HoldCheck | None = None,
     grouping: Grouping | None = None,
     promoted: Mapping[str, str] | None = None,
+    pdbs: PdbCheck | None = None,
 ) -> Schedule:
     """`nodes` are the managed nodes; `may_start` is False while paused or halted; `last_domain` is the
     current domain the last status recorded (see `pick_domain`); `bystanders` are the other driver
@@ -174,7 +177,9 @@ def plan_starts(
     `fleet_size` scales a percentage maxUnavailable when `nodes` is a subset that leaves out nodes
     which cannot matter (done, available, not in the current domain), as the plan's wave replay does.
     `grouping`: `group(nodes, policy)`, when the caller has it already. `promoted`: the stages a
-    person promoted (core/stages.py), each with the finish it promoted.
+    person promoted (core/stages.py), each with the finish it promoted. `pdbs` holds a node whose
+    GPU pods sit behind a budget the nodes in progress use up (core/pdb_choice.py), at most
+    PDB_SCAN of them a pass; the next candidate starts instead.
     """
     grouped = grouping if grouping is not None else group(nodes, policy)
     order, by_domain, in_progress = grouped.order, grouped.by_domain, grouped.in_progress
@@ -232,6 +237,7 @@ def plan_starts(
     starts: list[str] = []
     held: list[tuple[str, str]] = []
     kept: list[tuple[str, Hold]] = []
+    behind_pdb: list[tuple[str, str]] = []
     for node in candidates:
         if len(starts) >= slots:
             break
@@ -243,6 +249,10 @@ def plan_starts(
             judged.append((node.name, holding))
         if holding is not None:
             kept.append((node.name, holding))
+            continue
+        behind = pdbs(node.name, starts) if pdbs is not None and len(behind_pdb) < PDB_SCAN else None
+        if behind is not None:
+            behind_pdb.append((node.name, behind))
             continue
         short = room(node.name, starts) if room is not None else None
         if short is not None:
@@ -256,6 +266,8 @@ def plan_starts(
         return result([], current, waits.preflight_hold(kept, current))
     if held:
         return result([], current, waits.gpu_capacity(held, current))
+    if behind_pdb:
+        return result([], current, waits.pdb_capacity(behind_pdb, current))
     if parallel and in_progress >= parallel:
         wait = waits.max_parallel(parallel, [n for n in nodes if n.state in IN_PROGRESS], current, next_)
     elif max_unavailable == 0:

@@ -16,6 +16,7 @@ from upgrader.core.gpupods import GpuClaims
 from upgrader.core.machine import fire
 from upgrader.core.node_context import context, restart_only_digest
 from upgrader.core.node_facts import carry_of
+from upgrader.core.pdb_choice import pdb_check
 from upgrader.core.policy import OnInsufficientCapacity, OnNodeFailure, Policy
 from upgrader.core.preflight import Hold, Preflight, hold, hold_marks, node_findings
 from upgrader.core.rollout import CLEAR_BLOCK
@@ -74,6 +75,7 @@ def start_nodes(
         hold=hold_check(snapshot, policy, now, preflight) if preflight is not None else None,
         grouping=census(snapshot, policy, [n.name for n in nodes]).grouping,
         promoted=snapshot.control.promoted,
+        pdbs=pdb_check(snapshot, policy),
     )
     actions: list[Action] = list(waiting_events(schedule.wait, snapshot.control.previous))
     for name, holding in schedule.judged:

@@ -182,6 +182,9 @@ class Snapshot:
     # Under gpuCapacity.onInsufficient: wait, every node's pods and the GPU claims they hold, read when
     # a start is first judged against the room (never in a pass that can start nothing).
     fleet_pods: Callable[[], tuple[dict[str, list[PodView]], GpuClaims]] | None = None
+    # A node's pods, read when a start is judged against its PodDisruptionBudgets (core/pdb_choice.py),
+    # once a pass a node; None: not readable here (the start is made without that judgement).
+    candidate_pods: Callable[[str], list[PodView]] | None = None
     # Each node's facts carried from the controller's earlier passes: a core.node_facts.FactsCarry
     # (typed loosely: node_facts reads the views); None: none kept.
     carry: Any = field(default=None, repr=False, compare=False)

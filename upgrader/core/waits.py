@@ -41,6 +41,7 @@ REASONS = (
     "alert-firing",
     "alert-gate-unavailable",
     "insufficient-gpu-capacity",
+    "pdb-capacity",
     "preflight-hold",
 )
 
@@ -213,6 +214,16 @@ def gpu_capacity(held: Sequence[tuple[str, str]], domain: str | None) -> Wait:
         f"(gpuCapacity.onInsufficient: wait); see {CAPACITY_RUNBOOK}"
     )
     return Wait("insufficient-gpu-capacity", text, domain, nodes, first, runbook=CAPACITY_RUNBOOK)
+
+
+def pdb_capacity(held: Sequence[tuple[str, str]], domain: str | None) -> Wait:
+    """Every node that could start sits behind a budget the nodes in progress use up: it ends by
+    itself as they finish evicting (or halts, naming the budget, if one never allows anything)."""
+    nodes = tuple(Behind(node, "waits for its PodDisruptionBudget") for node, _ in held)
+    first, why = held[0]
+    others = f"; also waiting: {names([n for n, _ in held[1:]], NAMED)}" if len(held) > 1 else ""
+    text = f"{first} waits at upgrade-required: {why}{others}; it starts when the budget frees"
+    return Wait("pdb-capacity", text, domain, nodes, first)
 
 
 def preflight_hold(kept: Sequence[tuple[str, Hold]], domain: str | None) -> Wait:

@@ -167,8 +167,25 @@ def _take(
         gpu_claims=read_gpu_claims(api, [p for pods in node_pods.values() for p in pods]),
         interlocks=read_interlocks(api, sets),
         fleet_pods=(lambda: fleet_pods(api, cache, nodes, node_pods)) if room else None,
+        candidate_pods=candidate_pods(api, node_pods),
     )
     return snapshot, raw_nodes
+
+
+def candidate_pods(api: KubeApi, node_pods: dict[str, list[PodView]]) -> Callable[[str], list[PodView]]:
+    """`Snapshot.candidate_pods`: a node's pods, those the pass read already, else one LIST by node
+    name, kept for the pass (a pass reads only the candidates it judges: core/pdb_choice.py)."""
+    more: dict[str, list[PodView]] = {}
+
+    def pods_of(name: str) -> list[PodView]:
+        if name in node_pods:
+            return node_pods[name]
+        if name not in more:
+            items = api.list("/api/v1/pods", field_selector=f"spec.nodeName={name}").get("items", [])
+            more[name] = [pod_view(p) for p in items]
+        return more[name]
+
+    return pods_of
 
 
 def fleet_pods(

@@ -18,7 +18,8 @@ import itertools
 import math
 
 from upgrader.core.policy import Policy
-from upgrader.core.states import IN_PROGRESS, State
+from upgrader.core.states import IN_PROGRESS, STATE_SINCE, State
+from upgrader.core.timefmt import parse_or_none as parse_rfc3339
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.proving.disturbed_audit import DisturbedAuditor
 from upgrader.sim.proving.recording import NodeRecord
@@ -152,11 +153,18 @@ class RolloutRecorder(DisturbedAuditor):
             if late:
                 violations.append(f"rv {s.rv}: {s.node} (canary domain {canary}) started before its first "
                                   f"{count} nodes were done: {', '.join(sorted(late))} not yet")
-            # The soak counts from the nodes' state-since, an RFC 3339 stamp in whole seconds.
-            elif s.time < max(math.floor(done[n].time) for n in first) + soak:
+            # The soak counts from the nodes' state-since as stamped at upgrade-done (RFC 3339, whole
+            # seconds, the deciding pass's clock: docs/policy.md#canary-nodes).
+            elif s.time < max(_stamped(done[n]) for n in first) + soak:
                 violations.append(f"rv {s.rv}: {s.node} (canary domain {canary}) started within the "
                                   f"{soak}s soak after its first {count} nodes")
         return violations
+
+
+def _stamped(record: NodeRecord) -> float:
+    """When a record's state began by its state-since stamp; the record's own time, floored, without one."""
+    stamp = parse_rfc3339(record.annotations.get(STATE_SINCE))
+    return stamp if stamp is not None else math.floor(record.time)
 
 
 def writer_switches(cluster: EmulatedCluster) -> int:
