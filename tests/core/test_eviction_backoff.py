@@ -32,7 +32,7 @@ def test_refusals_double_once_a_pass_up_to_the_cap_and_an_admitted_eviction_ends
 
 
 def test_held_evictions_count_as_refused_until_the_time_or_a_change_of_the_budget() -> None:
-    pauses = {"ml/train": backoff.Pause(2, 0, 1020.0)}
+    pauses = {"ml/train": backoff.Pause(2, 0, 1020.0, 2)}
     send, held = backoff.hold([E1], PDB_OF, pauses, 1019.0)
     assert send == [] and [o.result for o in held] == [Result.BLOCKED]
     assert held[0].message == ("not sent: PodDisruptionBudget ml/train refused 2 in a row at disruptionsAllowed=0; "
@@ -40,3 +40,12 @@ def test_held_evictions_count_as_refused_until_the_time_or_a_change_of_the_budge
     assert backoff.hold([E1], PDB_OF, pauses, 1020.0) == ([E1], [])
     moved = PdbView("ml", "train", parse_label_selector("app=train"), 1, 2, 1, 2)
     assert backoff.current(pauses, [moved]) == {} and backoff.current(pauses, [PDB]) == pauses
+
+
+def test_a_budget_this_pass_spent_is_tried_again_and_one_healthy_again_is_reset() -> None:
+    refused = [Outcome(E1, Result.BLOCKED, "429")]
+    assert backoff.after({}, PDB_OF, refused, 1000.0, set(), disrupted={"ml/train"}) == {}, "this pass spent it"
+    down = PdbView("ml", "train", parse_label_selector("app=train"), 0, 1, 2, 2)  # one pod down
+    pauses = backoff.after({}, {"ml/train-0": down}, refused, 1000.0, set())
+    assert backoff.current(pauses, [down]) == pauses
+    assert backoff.current(pauses, [PDB]) == {}, "its pod back: currentHealthy moved, tried again"

@@ -1,10 +1,11 @@
 """Evictions a PodDisruptionBudget refused back off per budget instead of being sent every pass.
 
 A refusal (HTTP 429) of an eviction covered by a budget doubles that budget's pause before the next
-try, from BASE_SECONDS up to CAP_SECONDS; a budget whose `disruptionsAllowed` changes since (a pod
-became ready, someone raised it) is tried again at the next pass, and an eviction it admits ends its
-backoff. Meanwhile each eviction it covers counts as refused without a request, so the step blocks,
-waits and halts exactly as if the API server had said 429 (core/rollout.py `conclude`).
+try, from BASE_SECONDS up to CAP_SECONDS; a budget whose `disruptionsAllowed` or `currentHealthy`
+changes since (a pod became ready, someone raised it) is tried again at the next pass, and an
+eviction it admits ends its backoff. Meanwhile each eviction it covers counts as refused without a
+request, so the step blocks, waits and halts exactly as if the API server had said 429
+(core/rollout.py `conclude`).
 
 The backoff is kept in the rollout status (`eviction_backoff`), which the next pass reads back, so a
 restarted controller goes on from it; times are RFC 3339 of the controller's clock, compared only
@@ -13,7 +14,7 @@ with that clock.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,15 +29,17 @@ STATUS_KEY = "eviction_backoff"
 
 @dataclass(frozen=True)
 class Pause:
-    """One budget's backoff: how many refusals in a row, the `disruptionsAllowed` they were made
-    under, and when the next eviction it covers is sent."""
+    """One budget's backoff: how many refusals in a row, the `disruptionsAllowed` and `currentHealthy`
+    they were made under, and when the next eviction it covers is sent."""
 
     refusals: int
     allowed: int
     retry_at: float
+    healthy: int = -1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"refusals": self.refusals, "allowed": self.allowed, "retry_at": rfc3339(self.retry_at)}
+        return {"refusals": self.refusals, "allowed": self.allowed, "healthy": self.healthy,
+                "retry_at": rfc3339(self.retry_at)}
 
 
 def read(previous: Mapping[str, Any]) -> dict[str, Pause]:
@@ -46,17 +49,18 @@ def read(previous: Mapping[str, Any]) -> dict[str, Pause]:
     for key, entry in (kept.items() if isinstance(kept, Mapping) else ()):
         if not isinstance(entry, Mapping):
             continue
-        refusals, allowed = entry.get("refusals"), entry.get("allowed")
+        refusals, allowed, healthy = entry.get("refusals"), entry.get("allowed"), entry.get("healthy", -1)
         retry_at = parse_or_none(entry.get("retry_at"))
-        if isinstance(refusals, int) and isinstance(allowed, int) and retry_at is not None:
-            out[str(key)] = Pause(refusals, allowed, retry_at)
+        if isinstance(refusals, int) and isinstance(allowed, int) and isinstance(healthy, int) and retry_at is not None:
+            out[str(key)] = Pause(refusals, allowed, retry_at, healthy)
     return out
 
 
 def current(pauses: Mapping[str, Pause], pdbs: Sequence[PdbView]) -> dict[str, Pause]:
-    """The pauses that still hold: a budget gone, or whose `disruptionsAllowed` moved, is reset."""
-    allowed = {p.key: p.disruptions_allowed for p in pdbs}
-    return {key: pause for key, pause in pauses.items() if allowed.get(key) == pause.allowed}
+    """The pauses that still hold: a budget gone, or whose `disruptionsAllowed` or `currentHealthy`
+    moved, is reset."""
+    seen = {p.key: (p.disruptions_allowed, p.current_healthy) for p in pdbs}
+    return {key: pause for key, pause in pauses.items() if seen.get(key) == (pause.allowed, pause.healthy)}
 
 
 def hold(
@@ -81,10 +85,12 @@ def hold(
 
 def after(
     pauses: Mapping[str, Pause], pdb_of: Mapping[str, PdbView], sent: Sequence[Outcome], now: float,
-    counted: set[str],
+    counted: set[str], disrupted: Collection[str] = (),
 ) -> dict[str, Pause]:
     """The pauses once the evictions `sent` were answered: a 429 doubles its budget's pause (once a
-    pass, `counted` holding the budgets already counted), an eviction admitted ends it."""
+    pass, `counted` holding the budgets already counted), an eviction admitted ends it. A refusal by
+    a budget this pass spent itself (`disrupted`: it evicted under it on another node, so what the
+    snapshot says of the budget is already old) is tried again at the next pass."""
     out = dict(pauses)
     for outcome in sent:
         action = outcome.action
@@ -93,12 +99,12 @@ def after(
             continue
         if outcome.result is Result.OK:
             out.pop(pdb.key, None)
-        elif outcome.result is Result.BLOCKED and pdb.key not in counted:
+        elif outcome.result is Result.BLOCKED and pdb.key not in counted and pdb.key not in disrupted:
             counted.add(pdb.key)
             before = pauses.get(pdb.key)
             refusals = (before.refusals if before else 0) + 1
             delay = min(CAP_SECONDS, BASE_SECONDS * 2 ** (refusals - 1))
-            out[pdb.key] = Pause(refusals, pdb.disruptions_allowed, now + delay)
+            out[pdb.key] = Pause(refusals, pdb.disruptions_allowed, now + delay, pdb.current_healthy)
     return out
 
 

@@ -99,7 +99,7 @@ def reconcile(
         attempted = work.act(send)
         if send and not attempted:
             continue  # nothing was applied (the controller lost its lease mid-pass)
-        pauses = backoff.after(pauses, plan.pdb_of, attempted, now, counted)
+        pauses = backoff.after(pauses, plan.pdb_of, attempted, now, counted, disrupted)
         attempted = [*attempted, *held]
         decided = rollout.conclude(ctx, plan, attempted, now, frozenset(disrupted))
         disrupted.update(rollout.spent_budgets(plan, attempted))
