@@ -21,7 +21,7 @@ from upgrader.core.policy import Policy
 from upgrader.core.preflight import Preflight, PreflightInputs, registry_references
 from upgrader.core.preflight_policy import InputSource
 from upgrader.core.profiles import Profile, load_profiles_text
-from upgrader.core.views import PodView, Snapshot, pod_view
+from upgrader.core.views import Snapshot
 from upgrader.inputs import LEDGER_MAX_BYTES, PROFILES_MAX_BYTES, ConfigError, read_bounded
 from upgrader.kube.api import ApiError, KubeApi
 
@@ -115,15 +115,8 @@ class PreflightSource:
             self.floors,
             answers,
         )
-        listed: dict[str, list[PodView]] = {}
-
-        def pods_of(node: str) -> list[PodView]:
-            if node not in listed:
-                items = self.api.list("/api/v1/pods", field_selector=f"spec.nodeName={node}").get("items", [])
-                listed[node] = [pod_view(p) for p in items]
-            return listed[node]
-
-        return Preflight(inputs, pods_of)
+        # The snapshot's reads of a node's pods, shared with the PDB-aware choice (kube/snapshot.py).
+        return Preflight(inputs, snapshot.candidate_pods)
 
     def _from_config_map(self, source: InputSource, default_key: str, parse: Any) -> tuple[Any, str | None]:
         """What a ConfigMap holds, parsed, or why it cannot be had this pass (the nodes are then held)."""
