@@ -23,7 +23,7 @@ def test_the_first_canary_node_goes_alone_and_the_rest_after_its_soak() -> None:
     waits = []
     for _ in range(600):
         w.run(1)
-        waits.append((w.obj.get("status", {}).get("waitingOn") or {}).get("reason"))
+        waits.append(w.waiting_on().get("reason"))
         if w.obj["status"].get("phase") == "Done":
             break
     assert w.obj["status"]["phase"] == "Done"

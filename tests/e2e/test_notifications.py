@@ -70,13 +70,9 @@ def test_a_rollout_tells_the_canary_the_promotion_and_the_end_once_each(
                                                   "events": ["awaitingPromotion", "done"]}]
     w = World({**SPEC, "maxParallelUpgrades": 2, "promotionGate": "canary",
                "notifications": {"webhooks": hooks}})
-    w.cluster.serve()
-    kubeconfig = str(w.cluster.write_kubeconfig(tmp_path / "kubeconfig"))
+    kubeconfig = w.serve(tmp_path)
     try:
-        for _ in range(120):
-            w.run(1)
-            if (w.obj.get("status", {}).get("waitingOn") or {}).get("reason") == "awaiting-promotion":
-                break
+        w.run_until_waiting("awaiting-promotion")
         w.run(5)
         assert main(["promote", "--kubeconfig", kubeconfig, "--rollout", "default"]) == 0
         w.run(400, until="Done")

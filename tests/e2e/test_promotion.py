@@ -19,13 +19,9 @@ def test_the_canary_waits_for_promote_then_the_rollout_completes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     w = World(GATED)
-    w.cluster.serve()
-    kubeconfig = str(w.cluster.write_kubeconfig(tmp_path / "kubeconfig"))
+    kubeconfig = w.serve(tmp_path)
     try:
-        for _ in range(120):
-            w.run(1)
-            if (w.obj.get("status", {}).get("waitingOn") or {}).get("reason") == "awaiting-promotion":
-                break
+        w.run_until_waiting("awaiting-promotion")
         waiting = w.obj["status"]["waitingOn"]
         assert waiting["stage"] == "us-east-1a" and waiting["runbook"] == "runbooks/promotion.md", waiting
         w.run(60)

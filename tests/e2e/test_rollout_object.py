@@ -68,6 +68,21 @@ class World:
     def condition(self, kind: str) -> dict[str, Any]:
         return next(c for c in self.obj["status"]["conditions"] if c["type"] == kind)
 
+    def serve(self, tmp: Path) -> str:
+        """Serve the emulator over HTTP for the CLI: the path of a kubeconfig that reaches it."""
+        self.cluster.serve()
+        return str(self.cluster.write_kubeconfig(tmp / "kubeconfig"))
+
+    def waiting_on(self) -> dict[str, Any]:
+        return dict(self.obj.get("status", {}).get("waitingOn") or {})
+
+    def run_until_waiting(self, reason: str, seconds: int = 120) -> None:
+        """Passes a virtual second apart until the object's status waits on `reason` (or `seconds` pass)."""
+        for _ in range(seconds):
+            self.run(1)
+            if self.waiting_on().get("reason") == reason:
+                return
+
     def run(self, seconds: int, until: str | None = None) -> None:
         for _ in range(seconds):
             self.controller.reconcile()
