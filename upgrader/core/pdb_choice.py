@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
+from functools import cache
 
 from upgrader.core.capacity import evicted_gpu_pods
 from upgrader.core.policy import Policy
@@ -34,18 +35,23 @@ def pdb_check(snapshot: Snapshot, policy: Policy) -> PdbCheck | None:
         return None
     pdbs = snapshot.pdbs
     allowed = {p.key: p.disruptions_allowed for p in pdbs}
-    held: Counter[str] = Counter()
-    for node in snapshot.nodes.values():
-        if node.state in EVICTING:  # its pods read this pass, or (just cordoned) read now
-            held.update(budgets_of(evicted_gpu_pods(pods_of(node.name), snapshot.gpu_claims), pdbs))
     needs: dict[str, set[str]] = {}
+
+    @cache  # once a pass, when a start is first judged: a pass that starts nothing reads nothing more
+    def held() -> Counter[str]:
+        """The budgets the nodes still evicting hold (their pods read this pass, or, just cordoned, now)."""
+        out: Counter[str] = Counter()
+        for node in snapshot.nodes.values():
+            if node.state in EVICTING:
+                out.update(budgets_of(evicted_gpu_pods(pods_of(node.name), snapshot.gpu_claims), pdbs))
+        return out
 
     def check(name: str, starting: Collection[str]) -> str | None:
         if name not in needs:
             needs[name] = budgets_of(evicted_gpu_pods(pods_of(name), snapshot.gpu_claims), pdbs)
         using = Counter(key for other in starting for key in needs.get(other, ()))
         for key in sorted(needs[name]):
-            taken = held[key] + using[key]
+            taken = held()[key] + using[key]
             if taken >= max(allowed[key], 1):
                 return (f"PodDisruptionBudget {key} allows {allowed[key]} disruption(s) and {taken} node(s) "
                         "in progress or starting still evict under it")
