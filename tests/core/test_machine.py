@@ -37,7 +37,7 @@ GRAPH: list[tuple[State, str, str | None, State]] = [
     (S.DONE, "unfinished", None, S.VALIDATION_REQUIRED),
     (S.CORDON_REQUIRED, "requeue", None, S.UPGRADE_REQUIRED),
     (S.WAIT_FOR_JOBS_REQUIRED, "requeue", None, S.UPGRADE_REQUIRED),
-    *[(s, "fail", None, S.FAILED) for s in IN_PROGRESS],
+    *[(s, "fail", None, S.FAILED) for s in sorted(IN_PROGRESS)],  # sorted: the same ids in every process
 ]
 FLAG_SETS = [frozenset(c) for n in range(len(FLAGS) + 1) for c in itertools.combinations(FLAGS, n)]
 
