@@ -47,3 +47,15 @@ def test_a_bad_webhook_is_refused_naming_it(hook: dict, said: str) -> None:  # t
         policy_from_mapping({"notifications": {"webhooks": [hook]}})
     assert said in str(raised.value)
     assert NoticeKind.DONE.value == "done"
+
+
+def test_canary_nodes_as_many_as_the_canary_domain_is_the_whole_domain_so_its_end_is_told() -> None:
+    from upgrader.core.notices import staged_canary
+
+    policy = policy_from_mapping({"failureDomains": {"canaryNodes": 3}})
+    small = {"domains": [{"name": "a", "canary": True, "nodes": 2, "done": 2}]}
+    large = {"domains": [{"name": "a", "canary": True, "nodes": 10, "done": 0}]}
+    assert staged_canary(policy, small) is False and staged_canary(policy, large) is True
+    before = {"phase": "Running", "domains": [{"name": "a", "canary": True, "nodes": 2, "done": 1}]}
+    told = notices(before, {"phase": "Running", **small}, staged_canary(policy, small))
+    assert [n.text for n in told] == ["the canary domain a is done: 2 nodes"]

@@ -18,6 +18,7 @@ from upgrader.core.policy import Policy
 from upgrader.core.states import IN_PROGRESS, State
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
+from upgrader.sim.fleets.catalog import DEFAULT_NODES
 from upgrader.sim.fleets.scenarios import build
 from upgrader.sim.proving.invariants import RolloutRecorder
 
@@ -36,9 +37,9 @@ NOWHERE = (
 
 
 class World:
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: dict[str, Any], scenario: str = "healthy", nodes: int = DEFAULT_NODES) -> None:
         self.cluster = EmulatedCluster.virtual()
-        self.info = build(self.cluster, "healthy")
+        self.info = build(self.cluster, scenario, nodes)
         crds = self.cluster.type("customresourcedefinitions", "apiextensions.k8s.io")
         self.cluster.store.create(crds, None, yaml.safe_load((ROOT / "deploy" / "crd.yaml").read_text()))
         self.rtype = self.cluster.type("driverrollouts", "gpu-upgrader.io", "v1alpha1")
@@ -90,12 +91,13 @@ class World:
                 return
             self.cluster.advance(1)
 
-    def in_progress_at_most(self) -> int:
-        """The most nodes in progress at once, in the history so far."""
+    def in_progress_at_most(self, among: set[str] | None = None) -> int:
+        """The most nodes in progress at once (of `among`, default all), in the history so far."""
         state: dict[str, str | None] = {}
         most = 0
         for r in self.recorder.records:
-            state[r.node] = r.state
+            if among is None or r.node in among:
+                state[r.node] = r.state
             most = max(most, sum(1 for s in state.values() if s in {x.value for x in IN_PROGRESS}))
         return most
 

@@ -25,6 +25,13 @@ STATUS: dict[str, Any] = {
     "current_domain": "zone-a",
     "next_domain": "zone-b",
     "targets": [{"daemonset": "gpu-operator/nvidia-driver", "driver_version": "550.90.07", "revision": "7d9c"}],
+    "pools": [
+        {"name": "training", "phase": "Halted", "nodes_by_state": {"upgrade-done": 2, "pod-deletion-required": 1},
+         "current_domain": "zone-a", "next_domain": "zone-b", "waiting_on": None, "eta": None},
+        {"name": "inference", "phase": "Running", "nodes_by_state": {"upgrade-required": 3},
+         "current_domain": "zone-b", "next_domain": None, "waiting_on": {"reason": "awaiting-promotion"},
+         "eta": {"at": "2026-11-30T11:00:00Z"}},
+    ],
 }
 
 
@@ -66,6 +73,17 @@ def test_the_leader_exports_its_last_status_whole() -> None:
         ({"daemonset": "gpu-operator/nvidia-driver", "driver_version": "550.90.07", "revision": "7d9c"}, 1.0)
     ]
     assert samples["upgrader_build_info"] == [({"version": __version__}, 1.0)]
+    pools = {(labels["pool"], labels["state"]): v for labels, v in samples["upgrader_pool_nodes"] if v}
+    assert pools == {("training", "upgrade-done"): 2, ("training", "pod-deletion-required"): 1,
+                     ("inference", "upgrade-required"): 3}
+    assert sorted((lb["pool"], lb["phase"]) for lb, v in samples["upgrader_pool_phase"] if v) == [
+        ("inference", "Running"), ("training", "Halted")]
+    assert [(lb["pool"], lb["reason"]) for lb, v in samples["upgrader_pool_waiting"] if v] == [
+        ("inference", "awaiting-promotion")]
+    assert sorted((lb["pool"], lb["position"], lb["domain"]) for lb, _ in samples["upgrader_pool_domain_info"]) == [
+        ("inference", "current", "zone-b"), ("training", "current", "zone-a"), ("training", "next", "zone-b")]
+    assert sorted(samples["upgrader_pool_eta_timestamp_seconds"], key=str) == [
+        ({"pool": "inference"}, 1796036400.0), ({"pool": "training"}, 0.0)]
 
 
 def test_a_lease_that_lapses_between_passes_stops_the_export_at_the_next_scrape() -> None:

@@ -6,11 +6,13 @@ the status subresource and metadata.generation, printer-column Tables, the CRD's
 from __future__ import annotations
 
 import json
+import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
 from upgrader.sim.apiserver.api import Request
 from upgrader.sim.cluster import EmulatedCluster
@@ -150,8 +152,6 @@ def test_tables_show_the_printer_columns(server: Server) -> None:
 
 def test_every_policy_key_has_a_place_in_the_schema() -> None:
     """A key the CRD does not know is pruned by the API server: the controller would never see it."""
-    from pydantic import BaseModel
-
     from upgrader.core.policy import Policy
     from upgrader.core.rollout_object import INTENT_KEYS
 
@@ -166,10 +166,21 @@ def test_every_policy_key_has_a_place_in_the_schema() -> None:
             if key not in props:
                 out.append(f"{where}{key}")
                 continue
-            inner = field.annotation
-            if isinstance(inner, type) and issubclass(inner, BaseModel):
-                out += missing(inner, props[key], f"{where}{key}.")
+            for inner, at in _models_in(field.annotation, props[key]):
+                out += missing(inner, at, f"{where}{key}.")
         return out
 
     assert missing(Policy, spec, "spec.") == []
     assert set(INTENT_KEYS) <= set(spec["properties"])
+
+
+def _models_in(annotation: Any, schema: dict[str, Any]) -> list[tuple[type[BaseModel], dict[str, Any]]]:
+    """The models a field holds, with the schema each is checked against: itself, inside an Optional,
+    or the items of a list or tuple (the schema's `items`)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [(annotation, schema)]
+    args = [a for a in typing.get_args(annotation) if a is not type(None) and a is not Ellipsis]
+    origin = typing.get_origin(annotation)
+    if origin in (tuple, list):
+        return [m for a in args for m in _models_in(a, schema.get("items") or {})]
+    return [m for a in args for m in _models_in(a, schema)]

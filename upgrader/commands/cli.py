@@ -223,6 +223,7 @@ def build_parser(prog: str = "upgrader") -> argparse.ArgumentParser:
     )
     _cluster_flags(promote, FIND_NAMESPACE_HELP)
     _rollout_flag(promote, ROLLOUT_HELP)
+    promote.add_argument("--pool", metavar="NAME", help="the pool whose stage to promote (a policy with pools)")
     compat.add_parser(commands)
     return parser
 

@@ -334,7 +334,7 @@ def to_snapshot(
         interlocks=judge(upgrades, sets),
     )
     plan_coverage.check_coverage(data.file, data.kinds, driver_ds, snapshot, settings)
-    if keep is not None and (problem := fleet_problem(keep.policy, fleet(snapshot).managed)) is not None:
+    if keep is not None and (problem := fleet_problem(keep.policy, fleet(snapshot).managed, snapshot)) is not None:
         raise ConfigError(refusal(problem, policy_path))
     return snapshot, [_driver_resource(r) for r in data.nvidiadrivers]
 

@@ -93,6 +93,7 @@ def render_plan(plan: Plan) -> str:
         blockers = sum(1 for f in node.findings if f.severity == BLOCKING)
         flag = f"  <- {blockers} blocking" if blockers else ""
         where = f"{node.domain}, canary nodes" if node.canary_first else node.domain
+        where = f"pool {node.pool}, {where}" if node.pool else where
         by_wave.setdefault(f"{title} ({where})" if node.wave else title, []).append(
             f"  {node.name:<16} {node.domain:<14} {node.state or '-':<22} {node.current_driver or '?':<11} "
             f"{node.target_driver or '-':<11} {node.target_image or '-':<44} {ledger:<7} {gpu_pods}{flag}"

@@ -33,14 +33,14 @@ def promote(args: argparse.Namespace) -> int:
         else:
             assert settings is not None
             status = read_status(api, settings, _given(args))
-        stage, finished_at = _promotable(status)
+        stage, finished_at = _promotable(status, getattr(args, "pool", None))
         if obj is not None:
             _spec(api, obj, lambda latest: {"promotions": _with(latest, stage, finished_at)})
         elif settings is not None:
             data = (api.get(control_path(settings)) or {}).get("data") or {}
             kept = {**parse_acknowledged(data.get(PROMOTED_KEY)), stage: finished_at}
             _write(api, settings, {PROMOTED_KEY: json.dumps(kept, sort_keys=True)})
-        wait = status.get("waiting_on") or {}
+        wait = _waits(status, getattr(args, "pool", None))
         ended = "its soak ends" if wait.get("reason") == "soak" else "the promotion gate opens"
         print(f"promoted {stage} (finished at {finished_at}): {ended}; the next pass goes on")
         return 0
@@ -48,9 +48,29 @@ def promote(args: argparse.Namespace) -> int:
     return _guarded("promote", change, args)
 
 
-def _promotable(status: dict[str, Any]) -> tuple[str, str]:
+def _waits(status: dict[str, Any], pool: str | None) -> dict[str, Any]:
+    """What the rollout, or with pools the pool, waits on; Refused when it cannot be told which.
+    Without --pool, the one pool that waits on a stage is the one promoted."""
+    pools = status.get("pools") or []
+    if not pools:
+        if pool is not None:
+            raise Refused(f"nothing to promote in pool {pool}: the policy has no pools (nothing written)")
+        return dict(status.get("waiting_on") or {})
+    names = [str(p.get("name")) for p in pools]
+    if pool is not None:
+        if pool not in names:
+            raise Refused(f"no pool {pool} in the rollout (pools: {', '.join(names)}; nothing written)")
+        return dict(next(p for p in pools if p.get("name") == pool).get("waiting_on") or {})
+    staged = [p for p in pools if (p.get("waiting_on") or {}).get("stage")]
+    if len(staged) > 1:
+        which = ", ".join(str(p["name"]) for p in staged)
+        raise Refused(f"pools {which} each wait on a stage: say which with --pool (nothing written)")
+    return dict(staged[0]["waiting_on"]) if staged else dict(status.get("waiting_on") or {})
+
+
+def _promotable(status: dict[str, Any], pool: str | None = None) -> tuple[str, str]:
     """The stage and finish the status says the rollout waits on; Refused, saying why, otherwise."""
-    wait = status.get("waiting_on") or {}
+    wait = _waits(status, pool)
     if wait.get("stage") and wait.get("finished_at"):
         return str(wait["stage"]), str(wait["finished_at"])
     failed = [f["node"] for f in status.get("failed") or [] if not f.get("acknowledged")]

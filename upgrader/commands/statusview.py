@@ -108,6 +108,20 @@ def gate_lines(status: dict[str, Any]) -> list[str]:
     return lines
 
 
+def pool_entries(status: dict[str, Any]) -> list[str]:
+    """A line a pool (a policy with pools): its phase, domain, progress, and its wait or halt."""
+    out = []
+    for p in status.get("pools") or []:
+        done, total = (p.get("nodes_by_state") or {}).get(State.DONE.value, 0), p.get("nodes_total") or 0
+        wait = p.get("waiting_on") or {}
+        why = p.get("halt_reason") if p.get("phase") == "Halted" else (
+            f"waiting on {wait['reason']}" + (f" since {p['waiting_since']}" if p.get("waiting_since") else "")
+            if wait else "")
+        out.append(f"  {p['name']:<16} {p.get('phase', '?'):<8} domain {p.get('current_domain') or '-':<12} "
+                   f"{bar(done, total, 10)} {done}/{total} done{'  ' + why if why else ''}")
+    return out
+
+
 def wide_lines(status: dict[str, Any]) -> list[str]:
     """`status -o wide`: where the rollout is in its domain order, what it waits on, what it installs."""
     lines = ["", "ROLLOUT"]
@@ -132,6 +146,9 @@ def render_table(
     status: dict[str, Any], controller: ControllerSeen | None = None, now: float | None = None, wide: bool = False
 ) -> str:
     lines = header(status, controller, now) + gate_lines(status)
+    pools = pool_entries(status)
+    if pools:
+        lines += ["", "POOLS", *pools]
     if wide:
         lines += wide_lines(status)
     blocked = status.get("blocked") or []
@@ -212,6 +229,7 @@ def _sections(status: dict[str, Any]) -> list[tuple[str, list[str]]]:
         ("FAILED", [f"  {f['node']} {SHORT.get(f.get('state') or '', f.get('state') or '')} at {f['since']}"
                     f"{' [ack]' if f.get('acknowledged') else ''}: {f['reason']}" for f in status.get("failed") or []]),
         ("HELD", [f"  {h['node']} {h['kind']} since {h['since']}: {h['reason']}" for h in status.get("held") or []]),
+        ("POOLS", pool_entries(status)),
         ("DOMAINS", domains),
         ("WAITING", [f"  {w['node']} {SHORT.get(w['state'], w['state'])}: {w['reason']}"
                      for w in status.get("waiting") or []]),

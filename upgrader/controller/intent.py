@@ -96,7 +96,7 @@ class RolloutIntent:
         # Not in force: judged again every pass while refused (the canary zone's nodes may come).
         chosen = self._usable(intent)
         if chosen is not None:
-            problem = fleet_problem(chosen[0], fleet(snapshot).managed)
+            problem = fleet_problem(chosen[0], fleet(snapshot).managed, snapshot)
             if problem is None:
                 self._accept(intent)
                 adopt(*chosen)

@@ -19,7 +19,7 @@ from upgrader.controller.settings import Settings
 from upgrader.core.actions import Action, Event, Outcome, Result, Transition
 from upgrader.core.events import waiting_line
 from upgrader.core.node_facts import FactsCarry
-from upgrader.core.notices import notices
+from upgrader.core.notices import notices, staged_canary
 from upgrader.core.policy import OnInsufficientCapacity, Policy
 from upgrader.core.reconcile import reconcile
 from upgrader.core.timefmt import rfc3339
@@ -291,7 +291,7 @@ class Controller:
         hooks = self.policy.notifications.webhooks
         if not hooks:
             return
-        found = notices(previous, status, self.policy.failure_domains.canary_nodes is not None)
+        found = notices(previous, status, staged_canary(self.policy, status))
         if not found:
             return
         if self.notifier is None:

@@ -68,6 +68,13 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
                                      "after it (position next).", ("position", "domain")),
     "upgrader_rollout_eta_timestamp_seconds": (
         "When the rollout should be done, from the median observed per-node duration (0: no estimate yet).", ()),
+    "upgrader_pool_nodes": ("Managed GPU nodes per pool (policy pools) and upgrade state.", ("pool", "state")),
+    "upgrader_pool_phase": ("1 for each pool's phase, 0 for its other phases.", ("pool", "phase")),
+    "upgrader_pool_waiting": ("1 for what no node of the pool starting waits on now (pools[].waiting_on.reason), "
+                              "0 for the other reasons.", ("pool", "reason")),
+    "upgrader_pool_domain_info": ("1 for the failure domain each pool is on (position current) and the one after "
+                                  "it (position next).", ("pool", "position", "domain")),
+    "upgrader_pool_eta_timestamp_seconds": ("When the pool should be done (0: no estimate yet).", ("pool",)),
     "upgrader_target_driver_info": ("1 per driver DaemonSet: the driver version and revision its nodes are "
                                     "upgraded to.", ("daemonset", "driver_version", "revision")),
 }
@@ -149,6 +156,8 @@ def families(status: dict[str, Any], now: float) -> Iterable[Metric]:
         family["upgrader_target_driver_info"].add_metric(values, 1)
     eta = parse_or_none((status.get("eta") or {}).get("at"))
     family["upgrader_rollout_eta_timestamp_seconds"].add_metric([], eta or 0)
+    for pool in status.get("pools") or []:
+        pool_families(family, pool)
     ages = oldest(status, now)
     for state in sorted(IN_PROGRESS, key=list(State).index):
         family["upgrader_state_oldest_seconds"].add_metric([state.value], round(ages.get(state.value, 0.0), 3))
@@ -163,3 +172,20 @@ def oldest(status: dict[str, Any], now: float) -> dict[str, float]:
         if since is not None:
             ages[entry["state"]] = max(ages.get(entry["state"], 0.0), now - since)
     return ages
+
+
+def pool_families(family: dict[str, GaugeMetricFamily], pool: dict[str, Any]) -> None:
+    """A pool's series (policy pools): its nodes per state, phase, wait, domains and ETA."""
+    name, by_state = str(pool["name"]), pool.get("nodes_by_state") or {}
+    for key in STATE_COUNT_KEYS:
+        family["upgrader_pool_nodes"].add_metric([name, key], by_state.get(key, 0))
+    for phase in PHASES:
+        family["upgrader_pool_phase"].add_metric([name, phase], 1 if pool.get("phase") == phase else 0)
+    waiting = (pool.get("waiting_on") or {}).get("reason")
+    for reason in WAIT_REASONS:
+        family["upgrader_pool_waiting"].add_metric([name, reason], 1 if waiting == reason else 0)
+    for position in ("current", "next"):
+        if pool.get(f"{position}_domain"):
+            family["upgrader_pool_domain_info"].add_metric([name, position, str(pool[f"{position}_domain"])], 1)
+    eta = parse_or_none((pool.get("eta") or {}).get("at"))
+    family["upgrader_pool_eta_timestamp_seconds"].add_metric([name], eta or 0)

@@ -89,7 +89,7 @@ def check_policy_against_cluster(controller: Controller, policy_path: str | None
     snapshot, _ = take(controller.api, controller.settings, controller.cache, fresh=True)
     snapshot.carry = controller.carry  # the nodes' facts worked out here serve the first pass too
     if controller.intent is None:  # the object's spec is judged by each pass instead: Valid=False, not exit 2
-        problem = fleet_problem(controller.policy, fleet(snapshot).managed)
+        problem = fleet_problem(controller.policy, fleet(snapshot).managed, snapshot)
         if problem is not None:
             raise ConfigError(refusal(problem, policy_path))
     if snapshot.interlocks:  # another writer drives the drivers: refuse, naming it and what turns it off

@@ -33,13 +33,14 @@ class Census:
     position: dict[str, int]  # name -> its place in `nodes`
 
 
-def census(snapshot: Snapshot, policy: Policy, managed: list[str]) -> Census:
+def census(snapshot: Snapshot, policy: Policy, managed: list[str], slot: str = "census") -> Census:
+    """`slot`: where it is kept; each pool (core/pools.py) has its own, so none evicts another's."""
     key = (policy, tuple(managed))
-    kept = snapshot.memo.get("census")
+    kept = snapshot.memo.get(slot)
     if kept is not None and kept[0] == key:
         return kept[1]
     carry, generation = carry_of(snapshot), generation_of(snapshot)
-    carried = carry.derived.get("census") if carry is not None else None
+    carried = carry.derived.get(slot) if carry is not None else None
     counted = None
     if carry is not None and carried is not None and carried[1][0] == key:  # type: ignore[index]
         if carried[0] == generation:
@@ -49,8 +50,8 @@ def census(snapshot: Snapshot, policy: Policy, managed: list[str]) -> Census:
     if counted is None:
         counted = count(snapshot, policy, managed)
     if carry is not None:
-        carry.derived["census"] = (carry.generation, (key, counted))
-    snapshot.memo["census"] = (key, counted)
+        carry.derived[slot] = (carry.generation, (key, counted))
+    snapshot.memo[slot] = (key, counted)
     return counted
 
 

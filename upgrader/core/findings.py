@@ -26,6 +26,7 @@ KINDS = (
     "gpu-operator-auto-upgrade",
     "driver-update-strategy",
     "pdb-selects-driver-pod",
+    "empty-pool",
 )
 
 

@@ -49,17 +49,22 @@ class NodeContext:
         return self.driver_set.newest_hash if self.driver_set else None
 
 
-def context(snapshot: Snapshot, name: str, policy: Policy) -> NodeContext:
+def driver_set_for(snapshot: Snapshot, name: str) -> DriverSet | None:
+    """The driver DaemonSet of the node's live driver pod, else the first one whose selector picks it."""
     driver_pods = snapshot.driver_pods.get(name, [])
     live = [p for p in driver_pods if not p.terminating] or driver_pods
     ds = snapshot.driver_set_of(live[0]) if live else None
     if ds is None:
         ds = next((d for d in snapshot.driver_sets if d.selects(snapshot.nodes[name])), None)
+    return ds
+
+
+def context(snapshot: Snapshot, name: str, policy: Policy) -> NodeContext:
     return NodeContext(
         snapshot.nodes[name],
         snapshot.node_pods.get(name, []),
-        driver_pods,
-        ds,
+        snapshot.driver_pods.get(name, []),
+        driver_set_for(snapshot, name),
         snapshot.pdbs,
         policy,
         snapshot.gpu_claims,

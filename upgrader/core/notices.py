@@ -82,6 +82,14 @@ class Notice:
         }
 
 
+def staged_canary(policy: Any, status: Mapping[str, Any]) -> bool:
+    """Whether the canary is its domain's first nodes: failureDomains.canaryNodes fewer than the
+    canary domain holds (as many or more is the whole domain, core/policy_parts.py `canary_count`)."""
+    canary = _canary_domain(status)
+    size = int(canary["nodes"]) if canary is not None and canary.get("nodes") else 0
+    return size > 0 and policy.failure_domains.canary_count(size) is not None
+
+
 def notices(previous: Mapping[str, Any], status: Mapping[str, Any], staged_canary: bool) -> list[Notice]:
     """What the move from `previous` to `status` tells people. `staged_canary`: the canary is the
     canary domain's first nodes (failureDomains.canaryNodes), done when their soak or promotion

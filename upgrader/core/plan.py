@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
+from upgrader.core import pools
 from upgrader.core.capacity import capacity_findings, evicted_gpu_pods
 from upgrader.core.compat import Floors
 from upgrader.core.detect import upgrade_reason
@@ -30,12 +31,13 @@ from upgrader.core.plan_findings import (
     pdb_findings,
     undeletable,
 )
+from upgrader.core.plan_waves import assign_waves
 from upgrader.core.policy import OnInsufficientCapacity, Policy
 from upgrader.core.preflight import PreflightInputs, node_findings
 from upgrader.core.profiles import Profile
-from upgrader.core.schedule import canary_domain, canary_first, domain_of, domain_order, is_unavailable, plan_starts
+from upgrader.core.schedule import canary_domain, domain_of
 from upgrader.core.selectors import parse_label_selector
-from upgrader.core.states import IN_PROGRESS, WAS_UNSCHEDULABLE, State
+from upgrader.core.states import IN_PROGRESS, State
 from upgrader.core.step_checks import drained, driver_version_label
 from upgrader.core.views import DriverSet, NodeView, PdbView, PodView, Snapshot
 from upgrader.core.wave_windows import Prediction, for_plan
@@ -67,6 +69,7 @@ class NodePlan:
     restart_only: bool = False  # DRIVER_CONFIG_DIGEST unchanged: the driver restarts under the GPU pods
     canary_first: bool = False  # one of the canary domain's first nodes (failureDomains.canaryNodes)
     findings: list[Finding] = field(default_factory=list)
+    pool: str | None = None  # with policy pools: the pool the node is in (its waves are the pool's)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +86,7 @@ class NodePlan:
             "drain_pods": self.drain_pods,
             "restart_only": self.restart_only,
             "canary_first": self.canary_first,
+            "pool": self.pool,
             "findings": [f.to_dict() for f in self.findings],
         }
 
@@ -172,15 +176,21 @@ def build_plan(
     # Skipped and invalid nodes never start but count, as in `run`: in the base of a percentage, and
     # against the budget while unavailable.
     bystanders = [snapshot.nodes[n] for n in [*managed.skipped, *(n for n, _ in managed.invalid)]]
-    _assign_waves(
-        [snapshot.nodes[n] for n in plans if plans[n].action in ("upgrade", "in-progress", "up-to-date", "failed")],
-        plans,
-        policy,
-        now,
-        bystanders,
-    )
+    scheduled = ("upgrade", "in-progress", "up-to-date", "failed")
+    # With pools, each pool's waves are replayed under its own policy, side by side (core/pools.py).
+    parts = pools.shares(snapshot, policy, managed) if policy.pools else []
+    for share in parts:
+        for name in [*(n.name for n in share.managed), *share.skipped, *(n for n, _ in share.invalid)]:
+            plans[name].pool = share.name
+        nodes = [n for n in share.managed if plans[n.name].action in scheduled]
+        held = [snapshot.nodes[n] for n in [*share.skipped, *(n for n, _ in share.invalid)]]
+        assign_waves(nodes, plans, share.policy, now, held)
+    if not parts:
+        assign_waves([snapshot.nodes[n] for n in plans if plans[n].action in scheduled], plans, policy, now,
+                      bystanders)
     _add_capacity_findings(snapshot, plans, policy)
     findings = [f for p in plans.values() for f in p.findings]
+    findings.extend(pools.empty_findings(parts, policy))
     never = [p.name for p in plans.values() if p.action == "upgrade" and p.wave is None]
     findings.extend(budget_findings(policy, never))
     # Another writer would drive the drivers: `run` refuses to start (core/interlocks.py).
@@ -190,17 +200,21 @@ def build_plan(
         if finding.node in plans:
             plans[finding.node].findings.append(finding)
     findings.sort(key=lambda f: (f.severity != BLOCKING, f.node or "", f.kind))
-    ordered = sorted(plans.values(), key=lambda p: (p.wave is None, p.wave or 0, p.domain, p.name))
-    waves: dict[int, dict[str, Any]] = {}
+    place = {share.name: i for i, share in enumerate(parts)}
+    ordered = sorted(plans.values(), key=lambda p: (p.wave is None, p.wave or 0, place.get(p.pool or "", 0),
+                                                    p.domain, p.name))
+    waves: dict[tuple[str | None, int], dict[str, Any]] = {}
     for p in ordered:
         if p.wave is not None:
-            wave_of = waves.setdefault(p.wave, {"wave": p.wave, "domain": p.domain, "nodes": []})
+            first = {"wave": p.wave, "domain": p.domain, "nodes": [], **({"pool": p.pool} if p.pool else {})}
+            wave_of = waves.setdefault((p.pool, p.wave), first)
             wave_of["nodes"].append(p.name)
             if p.canary_first:
                 wave_of["canary_nodes"] = True
     canary = canary_domain(managed.managed, policy)
     size = len(managed.managed) + len(bystanders)
-    in_windows = for_plan(list(waves.values()), policy, now, options.wave_duration)
+    # Which wave starts in which window is predicted for one sequence of waves: not for pools side by side.
+    in_windows = None if parts else for_plan(list(waves.values()), policy, now, options.wave_duration)
     window = verdict(policy.windows(), now)
     return Plan(ordered, findings, list(waves.values()), canary, policy, size, window, in_windows)
 
@@ -328,73 +342,3 @@ def _drain_pods(pods: list[PodView], policy: Policy) -> list[PodView]:
         return []
     selector = parse_label_selector(policy.drain.pod_selector)
     return [p for p in pods if drained(p, selector)]
-
-
-def _assign_waves(
-    nodes: list[NodeView], plans: dict[str, NodePlan], policy: Policy, now: float, bystanders: Sequence[NodeView]
-) -> None:
-    """Replay the scheduler: each round's starts are a wave; started nodes then count as done.
-
-    Each round shows `plan_starts` only what can change its answer: the next candidates of the
-    domain being rolled (at most maxParallelUpgrades of them) and every node that is unavailable
-    anywhere; done, available nodes elsewhere cannot change who starts. That keeps the replay
-    linear in the fleet instead of quadratic.
-    """
-    # The replay orders the canary domain's first nodes itself (failureDomains.canaryNodes): its
-    # windows hold only the nodes of one stage, which plan_starts could not stage from.
-    no_soak = policy.model_copy(
-        update={"failure_domains": policy.failure_domains.model_copy(update={"soak_seconds": 0, "canary_nodes": None})}
-    )
-    current: dict[str, NodeView] = {}
-    for node in nodes:
-        action = plans[node.name].action
-        if action == "in-progress":
-            plans[node.name].wave = 0
-            node = replace(node, state=State.DONE, unschedulable=node.annotations.get(WAS_UNSCHEDULABLE) == "true")
-        elif action == "upgrade":
-            node = replace(node, state=State.UPGRADE_REQUIRED)
-        elif action == "up-to-date":
-            node = replace(node, state=State.DONE)
-        current[node.name] = node
-    background = {n.name for n in current.values() if is_unavailable(n)}
-    held = [b for b in bystanders if is_unavailable(b)]
-    size = len(current) + len(bystanders)
-    limit = policy.max_parallel_upgrades or len(current)
-    wave = 1
-    order = domain_order(list(current.values()), no_soak)
-    first = {n.name for n in canary_first([n for n in current.values() if domain_of(n, policy) == order[0]], policy)
-             } if order else set()
-    stages = [(d, stage) for d in order for stage in ((True, False) if d == order[0] and first else (False,))]
-    for domain, canary_stage in stages:
-        queue = sorted(
-            (n for n in current.values() if domain_of(n, policy) == domain and n.state is State.UPGRADE_REQUIRED
-             and (n.name in first) == canary_stage),
-            key=lambda n: (not is_unavailable(n), n.name),
-        )
-        for n in queue if canary_stage else ():
-            plans[n.name].canary_first = True
-        while queue:
-            window = [current[n.name] for n in queue[:limit]]
-            names = {n.name for n in window}
-            view = window + [current[b] for b in background if b not in names]
-            starts = set(plan_starts(view, no_soak, now, True, set(), fleet_size=size, bystanders=held).starts)
-            if not starts:
-                break  # this domain cannot finish, so no later domain starts (as `run` would halt)
-            for name in sorted(starts):
-                plans[name].wave = wave
-                current[name] = replace(current[name], state=State.DONE)
-                if not is_unavailable(current[name]):
-                    background.discard(name)
-            queue = [n for n in queue[:limit] if n.name not in starts] + queue[limit:]
-            wave += 1
-        if queue:
-            break
-    stuck = [p for p in plans.values() if p.action == "upgrade" and p.wave is None]
-    failed = sorted(p.name for p in plans.values() if p.action == "failed")
-    for plan in stuck:
-        why = (
-            f"upgrade-failed node(s) {', '.join(failed)} keep an earlier domain from finishing"
-            if failed
-            else "the policy's budgets never admit it"
-        )
-        plan.findings.append(Finding("not-scheduled", WARNING, plan.name, f"would not start in this rollout: {why}"))

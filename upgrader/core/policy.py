@@ -14,41 +14,23 @@ from typing import Any
 from pydantic import AliasChoices, Field, ValidationInfo, field_validator
 
 from upgrader.core.alert_gate import AlertGate
-from upgrader.core.labels import label_key_error, label_value_error
 from upgrader.core.notices import Notifications
 from upgrader.core.pending_taint_policy import TaintPendingNodes
 from upgrader.core.policy_parts import FailureDomains as FailureDomains  # re-exported: where callers look
-from upgrader.core.policy_parts import MaintenanceWindow, _Strict, max_unavailable_value, unavailable_nodes
+from upgrader.core.policy_parts import (
+    MaintenanceWindow,
+    _selector,
+    _Strict,
+    distinct_window_names,
+    max_unavailable_value,
+    unavailable_nodes,
+)
 from upgrader.core.policy_parts import PromotionGate as PromotionGate
+from upgrader.core.policy_parts import selector_problem as selector_problem
+from upgrader.core.pool_policy import Pool
 from upgrader.core.preflight_policy import PreflightPolicy
-from upgrader.core.selectors import LabelSelector, SelectorError, parse_label_selector
+from upgrader.core.selectors import LabelSelector, parse_label_selector
 from upgrader.core.windows import Window
-
-
-def selector_problem(text: str) -> str | None:
-    """Why a label selector string cannot be used, or None: it must parse, and its keys and values
-    must be ones a label can have (the parser's own check lets `a..b/c` through)."""
-    try:
-        selector = parse_label_selector(text)
-    except SelectorError as exc:
-        return str(exc)
-    for requirement in selector.requirements:
-        problem = label_key_error(requirement.key)
-        if problem is not None:
-            return f"invalid label selector {text!r}: label key {requirement.key!r}: {problem}"
-        for value in requirement.values if requirement.op not in (">", "<") else ():
-            problem = label_value_error(value)
-            if problem is not None:
-                return f"invalid label selector {text!r}: label value {value!r}: {problem}"
-    return None
-
-
-def _selector(value: Any) -> str:
-    text = "" if value is None else str(value)
-    problem = selector_problem(text)
-    if problem is not None:
-        raise ValueError(problem)
-    return text
 
 
 class WaitForCompletion(_Strict):
@@ -150,6 +132,11 @@ class Policy(_Strict):
     pdb_aware_starts: bool = Field(False, alias="pdbAwareStarts", strict=True)
     # Ours: nodes still to be upgraded carry a PreferNoSchedule taint. core/pending_taint.py
     taint_pending_nodes: TaintPendingNodes = Field(TaintPendingNodes(), alias="taintPendingNodes")
+    # Ours: the managed nodes split into pools that progress side by side, each with budgets, failure
+    # domains, canary, windows and promotion gate of its own (core/pool_policy.py); a halt in one
+    # stops the others only under haltAcrossPools.
+    pools: tuple[Pool, ...] = ()
+    halt_across_pools: bool = Field(False, alias="haltAcrossPools", strict=True)
     # Ours: drain every node after its GPU pods are deleted. The GPU Operator drains only when GPU pod
     # deletion cannot finish (and drain.enable is set), which is what upgrader does without this.
     drain_every_node: bool = Field(False, alias="drainEveryNode", strict=True)
@@ -174,10 +161,29 @@ class Policy(_Strict):
     @field_validator("maintenance_windows")
     @classmethod
     def _distinct_names(cls, value: tuple[MaintenanceWindow, ...]) -> tuple[MaintenanceWindow, ...]:
-        twice = sorted(name for name, n in Counter(w.name for w in value if w.name).items() if n > 1)
+        return distinct_window_names(value)
+
+    @field_validator("pools", mode="before")
+    @classmethod
+    def _no_pools(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, list | tuple):
+            raise ValueError(f"must be a list of pools, got {type(value).__name__}")
+        return () if value is None else value
+
+    @field_validator("pools")
+    @classmethod
+    def _distinct_pools(cls, value: tuple[Pool, ...]) -> tuple[Pool, ...]:
+        twice = sorted(name for name, n in Counter(p.name for p in value).items() if n > 1)
         if twice:
-            raise ValueError(f"names a window twice: {', '.join(twice)}")
+            raise ValueError(f"names a pool twice: {', '.join(twice)}")
         return value
+
+    def for_pool(self, pool: Pool | None) -> Policy:
+        """The policy a pool's nodes start under: the pool's own keys over this policy's (None: the
+        pool `default`, this policy as it is)."""
+        if pool is None:
+            return self
+        return self.model_copy(update={**pool.overrides(), "pools": ()})
 
     def windows(self) -> list[Window]:
         return [w.window(i) for i, w in enumerate(self.maintenance_windows, start=1)]

@@ -19,32 +19,55 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Set
 from typing import Any
 
+from upgrader.core import pools
+from upgrader.core.fleet import Fleet
 from upgrader.core.policy import FailureDomains, Policy
 from upgrader.core.schedule import NO_DOMAIN
-from upgrader.core.views import NodeView
+from upgrader.core.views import NodeView, Snapshot
 
 DEFAULT_LABEL_KEY: str = FailureDomains.model_fields["label_key"].default
 ZONE_KEYS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 SHOWN = 10  # domains named in a message; the rest are counted
 
 
-def fleet_problem(policy: Policy, managed: Iterable[NodeView]) -> str | None:
-    """What in the policy names a failure domain no managed node is in, as `<field>: <why>`; else None."""
+def fleet_problem(policy: Policy, managed: Iterable[NodeView], snapshot: Snapshot | None = None) -> str | None:
+    """What in the policy names a failure domain no managed node is in, as `<field>: <why>`; else None.
+    With `snapshot`, a pool's own failureDomains are judged against the pool's nodes (core/pools.py)."""
+    nodes = list(managed)
+    problem = domains_problem(policy, _domains(policy, nodes), len(nodes))
+    if problem is not None or snapshot is None or not policy.pools:
+        return problem
+    shares = {s.name: s for s in pools.shares(snapshot, policy, Fleet(nodes, [], []))}
+    for index, pool in enumerate(policy.pools):
+        share = shares[pool.name]
+        if pool.failure_domains is not None:
+            problem = domains_problem(share.policy, _domains(share.policy, share.managed), len(share.managed))
+            if problem is not None:
+                return f"pools.{index}.{problem}"
+    return None
+
+
+def _domains(policy: Policy, managed: Iterable[NodeView]) -> set[str]:
     key = policy.failure_domains.label_key
-    domains: set[str] = set()
-    count = 0
-    for node in managed:
-        count += 1
-        value = node.labels.get(key)
-        if value:  # an empty value is no domain, as `schedule.domain_of` reads it
-            domains.add(value)
-    return domains_problem(policy, domains, count)
+    # An empty value is no domain, as `schedule.domain_of` reads it.
+    return {value for node in managed if (value := node.labels.get(key))}
 
 
 def status_problem(policy: Policy, status: Mapping[str, Any]) -> str | None:
-    """The same judgement from a rollout status (its `domains` are those of the managed nodes)."""
-    names = {str(d.get("name")) for d in status.get("domains") or () if isinstance(d, Mapping)}
-    return domains_problem(policy, names - {NO_DOMAIN}, int(status.get("nodes_total") or 0))
+    """The same judgement from a rollout status (its `domains` are those of the managed nodes; a
+    pool's, those of its entry in `pools`)."""
+    problem = domains_problem(policy, _names(status), int(status.get("nodes_total") or 0))
+    entries = {str(e.get("name")): e for e in status.get("pools") or () if isinstance(e, Mapping)}
+    for index, pool in enumerate(policy.pools):
+        entry = entries.get(pool.name)
+        if problem is None and pool.failure_domains is not None and entry is not None:
+            found = domains_problem(policy.for_pool(pool), _names(entry), int(entry.get("nodes_total") or 0))
+            problem = None if found is None else f"pools.{index}.{found}"
+    return problem
+
+
+def _names(status: Mapping[str, Any]) -> set[str]:
+    return {str(d.get("name")) for d in status.get("domains") or () if isinstance(d, Mapping)} - {NO_DOMAIN}
 
 
 def domains_problem(policy: Policy, domains: Set[str], managed: int) -> str | None:

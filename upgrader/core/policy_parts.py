@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from upgrader.core.labels import label_key_error, label_value_error
+from upgrader.core.selectors import SelectorError, parse_label_selector
 from upgrader.core.windows import Window, check_cron, check_zone, day_index, days_cron, parse_duration
 
 _PERCENT = re.compile(r"^(\d{1,3})%$")
@@ -21,6 +22,32 @@ class _Strict(BaseModel):
     CRD takes them; `timeoutSeconds: false` must not quietly become 0 (wait forever)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+def selector_problem(text: str) -> str | None:
+    """Why a label selector string cannot be used, or None: it must parse, and its keys and values
+    must be ones a label can have (the parser's own check lets `a..b/c` through)."""
+    try:
+        selector = parse_label_selector(text)
+    except SelectorError as exc:
+        return str(exc)
+    for requirement in selector.requirements:
+        problem = label_key_error(requirement.key)
+        if problem is not None:
+            return f"invalid label selector {text!r}: label key {requirement.key!r}: {problem}"
+        for value in requirement.values if requirement.op not in (">", "<") else ():
+            problem = label_value_error(value)
+            if problem is not None:
+                return f"invalid label selector {text!r}: label value {value!r}: {problem}"
+    return None
+
+
+def _selector(value: Any) -> str:
+    text = "" if value is None else str(value)
+    problem = selector_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
+
 
 def _label_key(key: str) -> str:
     problem = label_key_error(key)
@@ -181,3 +208,10 @@ def unavailable_nodes(max_unavailable: int | str, total: int) -> int:
     if isinstance(max_unavailable, int):
         return max_unavailable
     return math.ceil(int(max_unavailable[:-1]) * total / 100)
+
+
+def distinct_window_names(windows: tuple[MaintenanceWindow, ...]) -> tuple[MaintenanceWindow, ...]:
+    twice = sorted(name for name, n in Counter(w.name for w in windows if w.name).items() if n > 1)
+    if twice:
+        raise ValueError(f"names a window twice: {', '.join(twice)}")
+    return windows

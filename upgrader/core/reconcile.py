@@ -12,15 +12,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from upgrader.core import eviction_backoff as backoff
-from upgrader.core import rollout
+from upgrader.core import pools, rollout
 from upgrader.core import starts as starting
 from upgrader.core.actions import Action, Annotate, Event, Outcome, Transition, WriteStatus
 from upgrader.core.detect import detect
 from upgrader.core.events import transition_events
+from upgrader.core.fleet import Fleet
 from upgrader.core.fleet import fleet as managed_fleet
 from upgrader.core.pending_taint import taint_actions
 from upgrader.core.policy import Policy
 from upgrader.core.preflight import Preflight
+from upgrader.core.schedule import Schedule
 from upgrader.core.states import STATE_SINCE, UNLABELLED
 from upgrader.core.status import meaningful, phase_events, rollout_status
 from upgrader.core.timefmt import parse_or_none
@@ -110,14 +112,17 @@ def reconcile(
     fleet = managed_fleet(work.snapshot)
     managed = [n.name for n in fleet.managed]
     acknowledged = starting.acknowledged_failures(work.snapshot)
-    before = rollout_status(work.snapshot, policy, managed, fleet.skipped, fleet.invalid, None, acknowledged, now)
-    schedule, starts = starting.start_nodes(
-        work.snapshot, policy, now, before["phase"] not in ("Halted", "Paused"), acknowledged, preflight
-    )
-    started = [o.action.node for o in work.act(starts) if o.ok and isinstance(o.action, Transition)]
-    status = rollout_status(
-        work.snapshot, policy, managed, fleet.skipped, fleet.invalid, schedule, acknowledged, now, waiting
-    )
+    if policy.pools:
+        before, status, started = _pooled(work, policy, fleet, acknowledged, preflight, waiting)
+    else:
+        before = rollout_status(work.snapshot, policy, managed, fleet.skipped, fleet.invalid, None, acknowledged, now)
+        schedule, starts = starting.start_nodes(
+            work.snapshot, policy, now, before["phase"] not in ("Halted", "Paused"), acknowledged, preflight
+        )
+        started = [o.action.node for o in work.act(starts) if o.ok and isinstance(o.action, Transition)]
+        status = rollout_status(
+            work.snapshot, policy, managed, fleet.skipped, fleet.invalid, schedule, acknowledged, now, waiting
+        )
     if not locked:  # an interlock: no node is written, taints neither
         work.act(list(taint_actions(work.snapshot, policy, managed, status["phase"])))
     if pauses:
@@ -127,3 +132,46 @@ def reconcile(
         work.act([WriteStatus(status), *phase_events(previous, status, managed[0] if managed else None)])
     return PassOutcome(work.snapshot, before, status, work.outcomes, work.transitions, started)
 
+
+
+def _pooled(
+    work: _Pass, policy: Policy, fleet: Fleet, acknowledged: set[str], preflight: Preflight | None,
+    waiting: list[dict[str, str]],
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """Starts and status pool by pool (core/pools.py): each pool judged halted or paused by its own
+    status, and started under its own policy; the whole's status made of theirs."""
+    now, previous = work.now, work.snapshot.control.previous
+    managed = [n.name for n in fleet.managed]
+    parts = pools.shares(work.snapshot, policy, fleet)
+
+    def judged(share: pools.Share, schedule: Schedule | None) -> dict[str, Any]:
+        return rollout_status(
+            work.snapshot, share.policy, [n.name for n in share.managed], share.skipped, share.invalid, schedule,
+            acknowledged, now, waiting, pools.previous_of(previous, share.name), f"census:{share.name}",
+        )
+
+    firsts = [judged(share, None) for share in parts]
+    halted = any(b["phase"] == "Halted" for b in firsts)
+    started: list[str] = []
+    schedules: list[Schedule] = []
+    for share, first in zip(parts, firsts, strict=True):
+        may = first["phase"] not in ("Halted", "Paused") and not (halted and policy.halt_across_pools)
+        names = {n.name for n in share.managed}
+        part = starting.Part(
+            [work.snapshot.nodes[n.name] for n in share.managed],  # as this pass's earlier starts left them
+            [work.snapshot.nodes[n] for n in [*share.skipped, *(n for n, _ in share.invalid)]],
+            pools.previous_of(previous, share.name), share.stage_prefix, f"census:{share.name}",
+        )
+        schedule, starts = starting.start_nodes(work.snapshot, share.policy, now, may, acknowledged, preflight, part)
+        schedules.append(schedule)
+        done = work.act(starts)
+        started += [o.action.node for o in done if o.ok and isinstance(o.action, Transition) and o.action.node in names]
+
+    def whole(entries: list[dict[str, Any]], with_waits: bool) -> dict[str, Any]:
+        base = rollout_status(work.snapshot, policy, managed, fleet.skipped, fleet.invalid, None, acknowledged, now,
+                              waiting if with_waits else None)
+        return pools.combined(base, entries, policy)
+
+    before = whole([pools.entry(s, b) for s, b in zip(parts, firsts, strict=True)], False)
+    lasts = [pools.entry(s, judged(s, sc)) for s, sc in zip(parts, schedules, strict=True)]
+    return before, whole(lasts, True), started

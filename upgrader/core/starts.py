@@ -4,7 +4,9 @@ none can, an Event saying what they wait on (once per change of it)."""
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import cache
+from typing import Any
 
 from upgrader.core.actions import Action, Annotate, Event
 from upgrader.core.alert_gate import gate_verdict
@@ -45,6 +47,18 @@ from upgrader.core.views import NodeView, PodView, Snapshot
 from upgrader.core.windows import verdict
 
 
+@dataclass(frozen=True)
+class Part:
+    """The nodes one schedule is made for when the policy has pools (core/pools.py): a pool's
+    managed nodes and bystanders, its entry in the last status, and its stages' prefix."""
+
+    nodes: list[NodeView]
+    bystanders: list[NodeView]
+    previous: Mapping[str, Any]
+    stage_prefix: str
+    slot: str  # its census's (core/census.py)
+
+
 def start_nodes(
     snapshot: Snapshot,
     policy: Policy,
@@ -52,14 +66,22 @@ def start_nodes(
     may_start: bool,
     acknowledged: set[str],
     preflight: Preflight | None = None,
+    part: Part | None = None,
 ) -> tuple[Schedule, list[Action]]:
     """Pick nodes to leave upgrade-required, recording what they were like before we touched them;
     or say what they wait on, when that changed since the last status. With `preflight` (run), a
-    candidate with a blocking finding is held instead, and its hold recorded on it."""
-    split = fleet(snapshot)
-    nodes = split.managed
-    bystanders = [snapshot.nodes[name] for name in [*split.skipped, *(name for name, _ in split.invalid)]]
-    last = snapshot.control.previous.get("current_domain")
+    candidate with a blocking finding is held instead, and its hold recorded on it. With `part`,
+    only a pool's nodes, under the pool's `policy`."""
+    if part is None:
+        split = fleet(snapshot)
+        bystanders = [snapshot.nodes[name] for name in [*split.skipped, *(name for name, _ in split.invalid)]]
+        part = Part(split.managed, bystanders, snapshot.control.previous, "", "census")
+    nodes = part.nodes
+    last = part.previous.get("current_domain")
+    prefix = part.stage_prefix
+    promoted = snapshot.control.promoted
+    if prefix:
+        promoted = {stage[len(prefix):]: at for stage, at in promoted.items() if stage.startswith(prefix)}
     waits_for_room = policy.gpu_capacity.on_insufficient is OnInsufficientCapacity.WAIT
     schedule = plan_starts(
         nodes,
@@ -68,16 +90,19 @@ def start_nodes(
         may_start and policy.auto_upgrade,
         settled_failures(nodes, policy, acknowledged),
         last_domain=last if isinstance(last, str) else None,
-        bystanders=bystanders,
+        bystanders=part.bystanders,
         window=verdict(policy.windows(), now),
         gate=gate_verdict(policy.alert_gate, snapshot.alerts),
         room=room_check(snapshot, policy) if waits_for_room else None,
         hold=hold_check(snapshot, policy, now, preflight) if preflight is not None else None,
-        grouping=census(snapshot, policy, [n.name for n in nodes]).grouping,
-        promoted=snapshot.control.promoted,
+        grouping=census(snapshot, policy, [n.name for n in nodes], part.slot).grouping,
+        promoted=promoted,
         pdbs=pdb_check(snapshot, policy),
     )
-    actions: list[Action] = list(waiting_events(schedule.wait, snapshot.control.previous))
+    if prefix and schedule.wait is not None and schedule.wait.stage is not None:
+        stage, finish = schedule.wait.stage
+        schedule = replace(schedule, wait=replace(schedule.wait, stage=(prefix + stage, finish)))
+    actions: list[Action] = list(waiting_events(schedule.wait, part.previous))
     for name, holding in schedule.judged:
         if name not in schedule.starts:
             actions.extend(_hold_record(snapshot.nodes[name], holding, now))
@@ -112,7 +137,8 @@ def start_nodes(
         if not node.unschedulable:
             annotations[OUR_CORDON] = None  # no cordon now: a mark left from an earlier try is no one's
         how = f"restart-only upgrade (DRIVER_CONFIG_DIGEST {digest} unchanged)" if digest else "upgrade"
-        message = f"starting {how} in domain {schedule.current_domain}"
+        pool = f"pool {prefix[:-1]}, " if prefix else ""
+        message = f"starting {how} in {pool}domain {schedule.current_domain}"
         actions.append(fire(name, State.UPGRADE_REQUIRED, "start", annotations=annotations, message=message))
     return schedule, actions
 

@@ -149,8 +149,12 @@ def rollout_status(
     acknowledged: set[str],
     now: float,
     waiting: list[dict[str, str]] | None = None,
+    previous: Mapping[str, Any] | None = None,
+    slot: str = "census",
 ) -> dict[str, Any]:
-    counted = census(snapshot, policy, managed)
+    """`previous`: the last status written of these nodes (a pool's entry, core/pools.py), by default
+    the whole's; `slot`: where their census is kept (core/census.py)."""
+    counted = census(snapshot, policy, managed, slot)
     nodes, watched = counted.nodes, counted.watched
     by_state = dict(counted.by_state)
     halt = halt_reason(snapshot, policy, managed, acknowledged, watched)
@@ -203,7 +207,7 @@ def rollout_status(
         "paused": snapshot.control.paused,
         "paused_since": paused_since,
         "waiting_on": wait.to_dict() if wait else None,
-        "waiting_since": waiting_since(wait, snapshot.control.previous, now),
+        "waiting_since": waiting_since(wait, snapshot.control.previous if previous is None else previous, now),
         # None without maintenanceWindows (always open); else open now or not, until when, next opening
         "maintenance_window": schedule.window.to_dict() if schedule and schedule.window.windows else None,
         # None without alertGate; else open or not, the matching alerts firing, or why Prometheus could not say

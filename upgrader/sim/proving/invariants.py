@@ -37,11 +37,13 @@ class RolloutRecorder(DisturbedAuditor):
         canary: str | None,
         domain_order: list[str] | None = None,
         failures_acknowledged: bool = False,
+        pooled: bool = False,
     ) -> list[str]:
         """Every broken promise, as one line each; empty when the rollout kept them all.
 
         `failures_acknowledged`: an operator acknowledged a failed node (`upgrader acknowledge`), so starts
-        after that failure are allowed.
+        after that failure are allowed. `pooled`: `domain_of` is one pool's nodes and `policy` the pool's
+        (Policy.for_pool); a halt is the pool's own (a block or failure elsewhere does not halt it).
         """
         violations: list[str] = []
         managed = set(domain_of)
@@ -77,13 +79,14 @@ class RolloutRecorder(DisturbedAuditor):
                 violations.append(f"rv {r.rv}: {r.node} was cordoned by someone else and got uncordoned")
         violations += self._domain_order(domain_of, canary, domain_order)
         violations += self._canary_nodes_first(policy, domain_of, canary)
-        halt = self.first_halt()
+        within = managed if pooled else None
+        halt = self.first_halt(within)
         if halt is not None:
-            late = [s for s in self.starts() if s.rv > halt.rv]
+            late = [s for s in self.starts() if s.rv > halt.rv and (within is None or s.node in within)]
             # A node blocked only transiently (its block cleared) does not halt for good; only
             # starts while some node is still blocked or failed break the promise.
             for start in late:
-                if self._halted_at(start.rv, ignore_failed=failures_acknowledged):
+                if self._halted_at(start.rv, ignore_failed=failures_acknowledged, within=within):
                     violations.append(f"rv {start.rv}: {start.node} started while the rollout was halted")
         for node, final in self.final_states().items():
             if (
@@ -96,12 +99,13 @@ class RolloutRecorder(DisturbedAuditor):
         violations += self._pdb_bypass()
         return violations
 
-    def _halted_at(self, rv: int, ignore_failed: bool = False) -> bool:
+    def _halted_at(self, rv: int, ignore_failed: bool = False, within: set[str] | None = None) -> bool:
         current: dict[str, NodeRecord] = {}
         for r in self.records:
             if r.rv >= rv:
                 break
-            current[r.node] = r
+            if within is None or r.node in within:
+                current[r.node] = r
         return any(
             r.blocked or (r.state == State.FAILED.value and not ignore_failed) for r in current.values()
         )

@@ -233,9 +233,13 @@ class HistoryRecorder:
             last[r.node] = r.state
         return out
 
-    def first_halt(self) -> NodeRecord | None:
-        """The first record where a node was blocked or failed."""
-        return next((r for r in self.records if r.blocked or r.state == State.FAILED.value), None)
+    def first_halt(self, within: set[str] | None = None) -> NodeRecord | None:
+        """The first record where a node (of `within`, default any) was blocked or failed."""
+        return next(
+            (r for r in self.records
+             if (r.blocked or r.state == State.FAILED.value) and (within is None or r.node in within)),
+            None,
+        )
 
     def final_states(self) -> dict[str, str | None]:
         out: dict[str, str | None] = {}
