@@ -1,4 +1,6 @@
-"""Whole rollouts on the emulator over HTTP, with real but short timings."""
+"""Whole rollouts on the emulator over HTTP, with real but short timings, or (`virtual=True`) the same
+timings on the emulator's virtual clock: passes of the controller one after another with `step` virtual
+seconds between them, so waits and timeouts cost no wall time."""
 
 from __future__ import annotations
 
@@ -15,16 +17,20 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from upgrader import __version__
+from upgrader.controller.lifetime import Elector
 from upgrader.controller.loop import Controller, PassReport
+from upgrader.controller.preflight_source import PreflightSource
 from upgrader.controller.runner import build_controller, start_watches
 from upgrader.controller.settings import Settings
 from upgrader.core.policy import Policy, policy_from_mapping
+from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.controllers.settings import SimSettings
 from upgrader.sim.fleets.scenarios import ScenarioInfo, build
 from upgrader.sim.proving.invariants import RolloutRecorder
 
-FAST_SIM = {
+FAST_SIM: dict[str, Any] = {
     "pod_recreate_delay": 0.2,
     "pod_ready_delay": 0.4,
     "image_pull_delay": 0.2,
@@ -57,17 +63,49 @@ class Rollout:
     url: str
     kubeconfig: Path
     reports: list[PassReport] = field(default_factory=list)
+    # On a virtual clock: the virtual seconds between two passes; None: real time, a controller thread.
+    step: float | None = None
 
     @property
     def domain_of(self) -> dict[str, str]:
         return {n: z for z, nodes in self.info.domains.items() for n in nodes}
 
+    @property
+    def virtual(self) -> bool:
+        return self.step is not None
+
     def controller(self, identity: str = "e2e") -> Controller:
-        ctl = build_controller(
-            k8s.ApiClient(k8s.Configuration(host=self.url)), self.policy, fast_settings(identity)
-        )
+        api_client = k8s.ApiClient(k8s.Configuration(host=self.url))
+        settings = fast_settings(identity)
+        if self.virtual:
+            ctl = self._virtual_controller(api_client, settings)
+        else:
+            ctl = build_controller(api_client, self.policy, settings)
         ctl.on_pass.append(self.reports.append)
         return ctl
+
+    def _virtual_controller(self, api_client: k8s.ApiClient, settings: Settings) -> Controller:
+        """What `build_controller` builds (over HTTP, leader-elected, with the preflight), on the
+        emulator's virtual clock instead of the one its answers' `Date` headers show (whole seconds),
+        and retrying without sleeping (the clock does not move while it would)."""
+        api_client.user_agent = f"upgrader/{__version__} ({settings.identity})"  # as build_controller
+        api = KubeApi(api_client, sleep=lambda _: None)
+        clock = self.cluster.store.clock.now
+        elector = Elector(
+            api, settings.namespace, settings.lease_name, settings.identity, settings.lease_duration_seconds, clock
+        )
+        return Controller(api, self.policy, settings, clock, elector, PreflightSource(api, self.policy, clock))
+
+    def step_pass(self, controller: Controller) -> PassReport:
+        """One pass of `controller`; on the virtual clock, then `step` virtual seconds for the emulator."""
+        report = controller.reconcile()
+        if self.step is not None:
+            self.cluster.advance(self.step)
+        return report
+
+    def now(self) -> float:
+        """The emulator's clock: virtual, or wall time."""
+        return self.cluster.store.clock.now()
 
     def run_until(
         self,
@@ -76,8 +114,11 @@ class Rollout:
         hold: float = 0.0,
         controller: Controller | None = None,
     ) -> dict[str, Any]:
-        """Run a controller until its status phase is in `phases` (for `hold` seconds)."""
+        """Run a controller until its status phase is in `phases` (for `hold` seconds), then stop it
+        (it releases the Lease). On the virtual clock `timeout` and `hold` are virtual seconds."""
         ctl = controller or self.controller()
+        if self.virtual:
+            return self._run_virtual(ctl, phases, timeout, hold)
         stop, wake = threading.Event(), threading.Event()
         start_watches(ctl, stop, wake)
         thread = threading.Thread(target=ctl.run, args=(stop, wake), daemon=True)
@@ -102,6 +143,27 @@ class Rollout:
             stop.set()
             wake.set()
             thread.join(timeout=10)
+
+    def _run_virtual(self, ctl: Controller, phases: tuple[str, ...], timeout: float, hold: float) -> dict[str, Any]:
+        """`run_until` on the virtual clock: passes `step` virtual seconds apart, as `Controller.run`
+        would make them (its pace is a requeue, not a timer of the emulator's), and at the end the
+        release of the Lease that `run` makes when it stops."""
+        deadline = self.now() + timeout
+        held_since: float | None = None
+        status: dict[str, Any] = {}
+        try:
+            while self.now() < deadline:
+                status = self.step_pass(ctl).status or status
+                if status.get("phase") in phases:
+                    held_since = self.now() if held_since is None else held_since
+                    if self.now() - held_since >= hold:
+                        return status
+                else:
+                    held_since = None
+            raise AssertionError(f"phase never reached {phases} in {timeout:g} virtual s; last status: {status}")
+        finally:
+            if ctl.elector is not None:
+                ctl.elector.release()
 
     def node(self, name: str) -> dict[str, Any]:
         node = self.cluster.get("nodes", name)
@@ -132,14 +194,20 @@ class Rollout:
 def rollout(tmp_path: Path) -> Iterator[Any]:
     clusters: list[EmulatedCluster] = []
 
-    def make(scenario: str, policy: dict[str, Any] | None = None, nodes: int = 6) -> Rollout:
-        cluster = EmulatedCluster(settings=SimSettings(**FAST_SIM))
+    def make(
+        scenario: str, policy: dict[str, Any] | None = None, nodes: int = 6, virtual: bool = False, step: float = 1.0
+    ) -> Rollout:
+        """`virtual`: the emulator on a virtual clock (still served over HTTP for kubectl and the CLI),
+        the controller's passes `step` virtual seconds apart (`Rollout.step_pass`)."""
+        settings = SimSettings(**FAST_SIM)
+        cluster = EmulatedCluster.virtual(settings=settings) if virtual else EmulatedCluster(settings=settings)
         clusters.append(cluster)
         info = build(cluster, scenario, nodes, job_seconds=1.5)
         recorder = RolloutRecorder(cluster)
         url = cluster.serve()
         kubeconfig = cluster.write_kubeconfig(tmp_path / f"{scenario}.kubeconfig")
-        return Rollout(cluster, info, recorder, policy_from_mapping(policy or FAST_POLICY), url, kubeconfig)
+        chosen = policy_from_mapping(policy or FAST_POLICY)
+        return Rollout(cluster, info, recorder, chosen, url, kubeconfig, step=step if virtual else None)
 
     yield make
     for cluster in clusters:

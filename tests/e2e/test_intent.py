@@ -1,7 +1,8 @@
 """The operators' intent (a pause, acknowledged failures) lives in the control ConfigMap, which only
 people and `upgrader pause/resume/acknowledge` write: losing the status loses no intent, and the
 controller never writes intent from nothing (docs/operations.md, runbooks/pause-resume.md). Real
-kubectl deletes what an admin would delete; the controller talks through the official client."""
+kubectl deletes what an admin would delete; the controller talks through the official client over HTTP, its
+passes a virtual second apart on the emulator's virtual clock (conftest `rollout(..., virtual=True)`)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def _paused_with_starts(r: Rollout) -> int:
 
 
 def test_a_pause_survives_the_status_configmap_being_deleted(rollout: Any) -> None:
-    r: Rollout = rollout("healthy")
+    r: Rollout = rollout("healthy", virtual=True)
     started = _paused_with_starts(r)
     r.kubectl("-n", "gpu-operator", "delete", "configmap", STATUS)
     status = r.run_until(("Paused",), timeout=30, hold=2.0)
@@ -39,7 +40,7 @@ def test_a_pause_survives_the_status_configmap_being_deleted(rollout: Any) -> No
 
 
 def test_resume_ends_a_pause_whose_status_was_deleted_before_the_controller_wrote_it_again(rollout: Any) -> None:
-    r: Rollout = rollout("healthy")
+    r: Rollout = rollout("healthy", virtual=True)
     _paused_with_starts(r)
     r.kubectl("-n", "gpu-operator", "delete", "configmap", STATUS)
     assert main(["resume", "--kubeconfig", str(r.kubeconfig)]) == 0, "the control ConfigMap names the namespace"
@@ -49,7 +50,7 @@ def test_resume_ends_a_pause_whose_status_was_deleted_before_the_controller_wrot
 
 
 def test_a_pause_the_last_status_recorded_stays_when_its_control_object_is_deleted(rollout: Any) -> None:
-    r: Rollout = rollout("healthy")
+    r: Rollout = rollout("healthy", virtual=True)
     started = _paused_with_starts(r)
     r.kubectl("-n", "gpu-operator", "delete", "configmap", CONTROL)
     status = r.run_until(("Paused",), timeout=30, hold=2.0)
@@ -64,7 +65,7 @@ def test_a_pause_the_last_status_recorded_stays_when_its_control_object_is_delet
 
 
 def test_a_pause_an_older_cli_left_in_the_status_is_carried_over(rollout: Any) -> None:
-    r: Rollout = rollout("healthy")
+    r: Rollout = rollout("healthy", virtual=True)
     r.run_until(("Running",), timeout=30)
     r.kubectl("-n", "gpu-operator", "patch", "configmap", STATUS, "--type=merge", "-p",
               '{"data":{"paused":"true","resumedAt":"2026-01-01T00:00:00Z"}}')
@@ -90,7 +91,7 @@ def test_a_pause_an_older_cli_left_in_the_status_is_carried_over(rollout: Any) -
 def test_acknowledge_refuses_what_it_cannot_name(
     rollout: Any, capsys: pytest.CaptureFixture[str], argv: list[str], code: int, err: str
 ) -> None:
-    r: Rollout = rollout("healthy")
+    r: Rollout = rollout("healthy", virtual=True)
     r.run_until(("Running",), timeout=30)
     writes = len([q for q in r.cluster.requests if q.method != "GET"])
     capsys.readouterr()
