@@ -1,11 +1,11 @@
 """No window for a cordon race (docs/policy.md#a-cordon-race): an admin's `kubectl cordon` (a hardware
 repair) that lands after upgrader's start record and before its own cordon is the admin's, and the
-node stays cordoned after its upgrade. Real kubectl; the controller through the official client,
-one pass at a time, so the cordon lands exactly in that window."""
+node stays cordoned after its upgrade. Real kubectl; the controller through the official client over HTTP,
+one pass at a time, a virtual second apart on the emulator's virtual clock, so the cordon lands exactly in
+that window."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from upgrader.core.states import OUR_CORDON, STATE_LABEL, WAS_UNSCHEDULABLE, State
@@ -14,18 +14,19 @@ from .conftest import Rollout
 
 
 def _passes_until(r: Rollout, ctl: Any, done: Any, timeout: float = 90.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
+    """Passes until `done(status)`, a virtual second apart, for at most `timeout` virtual seconds."""
+    deadline = r.now() + timeout
     status: dict[str, Any] = {}
-    while time.monotonic() < deadline:
+    while r.now() < deadline:
         status = ctl.reconcile().status
         if done(status):
             return status
-        time.sleep(0.1)
+        r.cluster.advance(1)
     raise AssertionError(f"not reached; last status: {status.get('message')}")
 
 
 def test_an_admin_cordon_in_the_window_before_upgraders_cordon_stays_after_the_upgrade(rollout: Any) -> None:
-    r: Rollout = rollout("healthy")
+    r: Rollout = rollout("healthy", virtual=True)
     ctl = r.controller()
     label = lambda n: r.node(n)["metadata"]["labels"].get(STATE_LABEL)  # noqa: E731
     _passes_until(r, ctl, lambda _: any(label(n) == State.CORDON_REQUIRED.value for n in r.info.nodes))
