@@ -1,12 +1,12 @@
 """Only one thing drives a driver upgrade (core/interlocks.py): upgrader refuses to run while the GPU
 Operator's own upgrade controller is on for a driver DaemonSet it manages, or a driver DaemonSet is not
 OnDelete, and halts a rollout under way, writing nothing on the nodes, when either is turned on.
-Real kubectl flips them, as an admin would; the controller talks through the official client."""
+Real kubectl flips them, as an admin would; the controller talks through the official client (mid-rollout: over
+HTTP, its passes a virtual second apart on the emulator's virtual clock)."""
 
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -76,13 +76,13 @@ def test_run_refuses_to_start_while_the_operators_upgrade_controller_is_on(
 
 
 def _rolling(r: Rollout) -> Any:
+    """A controller whose passes (a virtual second apart, for at most 60 virtual seconds) started a node."""
     ctl = r.controller()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    deadline = r.now() + 60
+    while r.now() < deadline:
         if r.recorder.starts():
             return ctl
-        ctl.reconcile()
-        time.sleep(0.1)
+        r.step_pass(ctl)
     raise AssertionError("nothing started")
 
 
@@ -100,14 +100,13 @@ def _rolling(r: Rollout) -> Any:
 def test_turned_on_mid_rollout_it_halts_and_writes_nothing_on_the_nodes(
     rollout: Any, flip: tuple[str, ...], words: str
 ) -> None:
-    r: Rollout = rollout("healthy")
+    r: Rollout = rollout("healthy", virtual=True)
     ctl = _rolling(r)
     r.kubectl(*(r.info.driver_daemonsets[0] if a == "{ds}" else a for a in flip))
-    report = ctl.reconcile()
+    report = r.step_pass(ctl)
     before = len(r.cluster.requests)
-    for _ in range(20):
-        report = ctl.reconcile()
-        time.sleep(0.05)
+    for _ in range(20):  # 20 virtual seconds halted
+        report = r.step_pass(ctl)
     status = report.status
     assert status["phase"] == "Halted" and words in status["halt_reason"]
     assert status["interlocks"] and words in status["interlocks"][0]
