@@ -5,9 +5,12 @@ campaign prints."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+import io
 import os
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,7 +23,8 @@ from tests.e2e.conftest import FAST_POLICY, FAST_SIM
 from upgrader.core.pending_taint import KEY as TAINT
 from upgrader.core.policy import Policy, policy_from_mapping
 from upgrader.core.rollout_object import GROUP, KIND, PLURAL, VERSION
-from upgrader.core.states import STATE_LABEL, WAS_UNSCHEDULABLE, State
+from upgrader.core.selectors import parse_label_selector as parse_selector
+from upgrader.core.states import IN_PROGRESS, STATE_LABEL, WAS_UNSCHEDULABLE, State
 from upgrader.sim.apiserver.faults import FaultPlan
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.controllers.settings import SimSettings
@@ -45,6 +49,14 @@ ORDER = ["us-east-1a", "us-east-1b", "us-east-1c"]
 POLICY = {**FAST_POLICY, "drain": {"enable": True, "force": True, "podSelector": "app=scratch"},
           "failureDomains": {**FAST_POLICY["failureDomains"], "canaryNodes": 1},
           "taintPendingNodes": {"enable": True}}
+# The crash, two-replica and fault campaigns split the fleet in two pools (docs/policy.md#pools): the
+# H100 nodes (zones a and c) with a canary node of their own and a promotionGate a `Promoter` opens,
+# and the A100 nodes (zone b) in the pool default, under the policy's own keys; they go side by side.
+H100 = "NVIDIA-H100-80GB-HBM3"
+TRAINING = {"name": "training", "nodeSelector": f"nvidia.com/gpu.product={H100}", "maxParallelUpgrades": 2,
+            "failureDomains": {"canary": "us-east-1a", "canaryNodes": 1, "soakSeconds": 1},
+            "promotionGate": "canary"}
+POOLED = {**POLICY, "pools": [TRAINING]}
 MIG = "nvidia.com/mig-1g.10gb"
 DRIVER_APP = "nvidia-driver-daemonset"
 ROLLOUT = "default"  # the DriverRollout the controllers follow (`run --rollout default`)
@@ -160,6 +172,8 @@ class World:
     url: str
     kubeconfig: Path
     policy_marked: Policy | None = None
+    spec: dict[str, Any] = field(default_factory=lambda: dict(POLICY))
+    promoter: Promoter | None = None
 
     @property
     def domain_of(self) -> dict[str, str]:
@@ -210,15 +224,37 @@ class World:
         seen["adoptions"] += sum(1 for r in self.recorder.records if r.node == self.info.nodes[-1]
                                  and "gpu-upgrader.io/started-at" in r.annotations
                                  and r.state == State.POD_DELETION_REQUIRED.value) > 0
+        if self.promoter is not None:
+            seen["promotions"] += len(self.promoter.promoted)
+            seen["pools side by side"] += self.side_by_side()
         return seen
+
+    def side_by_side(self) -> bool:
+        """Whether nodes of two pools were in progress at once in this rollout (pools, not one queue)."""
+        parts = pool_parts(policy_from_mapping(self.spec), self.cluster, self.info.nodes)
+        pool_of = {n: name for name, _, nodes in parts for n in nodes}
+        state: dict[str, str | None] = {}
+        progress = {s.value for s in IN_PROGRESS}
+        for record in self.recorder.records:
+            state[record.node] = record.state
+            if len({pool_of[n] for n, s in state.items() if s in progress and n in pool_of}) > 1:
+                return True
+        return False
 
     def reported_done(self, timeout: float = 30.0) -> bool:
         """Whether the controller says so on the object: the intent it acts on is the object's."""
         return wait_for(lambda: self.phase() == "Done", timeout)
 
     def violations(self, **kwargs: Any) -> list[str]:
-        policy = policy_from_mapping(POLICY)
-        found = self.recorder.check(policy, self.domain_of, ORDER[0], ORDER, **kwargs)
+        policy = policy_from_mapping(self.spec)
+        found: list[str] = []
+        for name, own, nodes in pool_parts(policy, self.cluster, self.info.nodes):
+            domains = {n: self.domain_of[n] for n in nodes}
+            order = [d for d in ORDER if d in domains.values()]
+            where = f"pool {name}: " if policy.pools else ""
+            found += [where + v for v in self.recorder.check(own, domains, order[0] if order else None, order,
+                                                             pooled=bool(policy.pools), **kwargs)]
+        found += self.promoter.violations(self) if self.promoter is not None else []
         found += [f"incident: {i}" for i in self.cluster.daemonsets.incidents]
         if not self.all_done():
             found.append("not every node reached upgrade-done")
@@ -244,13 +280,93 @@ def world(tmp: Path, scenario: str = "healthy", faults: FaultPlan | None = None,
     cluster = EmulatedCluster(settings=SimSettings(**FAST_SIM), faults=None, seed=seed)
     info = build(cluster, scenario, 6, job_seconds=1.5)
     operator_paths(cluster, info)
-    create_rollout(cluster, POLICY if spec is None else spec)
+    chosen = POOLED if spec is None else spec
+    create_rollout(cluster, chosen)
     recorder = RolloutRecorder(cluster, rollout=ROLLOUT)
     recorder.initially_cordoned.discard(info.nodes[-1])  # the Operator's own cordon: ours to lift
     url = cluster.serve()
     cluster.faults = faults  # after building: the scenario itself is not faulted
     kubeconfig = cluster.write_kubeconfig(tmp / f"{scenario}-{seed}.kubeconfig")
-    return World(cluster, info, recorder, url, kubeconfig)
+    w = World(cluster, info, recorder, url, kubeconfig, spec=chosen)
+    if any(p.get("promotionGate", "none") != "none" for p in chosen.get("pools") or ()):
+        w.promoter = Promoter(kubeconfig)
+        w.promoter.start(w)
+    return w
+
+
+def pool_parts(policy: Policy, cluster: EmulatedCluster, nodes: list[str]) -> list[tuple[str, Policy, list[str]]]:
+    """Each pool's name, policy and nodes, as the controller splits the fleet (core/pools.py); without
+    pools, the whole fleet under the policy."""
+    if not policy.pools:
+        return [("", policy, list(nodes))]
+    from upgrader.core.pool_policy import DEFAULT_POOL
+
+    labels = {n: ((cluster.get("nodes", n) or {}).get("metadata") or {}).get("labels") or {} for n in nodes}
+    parts: dict[str, list[str]] = {}
+    for node in nodes:
+        pool = next((p.name for p in policy.pools if parse_selector(p.node_selector).matches(labels[node])),
+                    DEFAULT_POOL)
+        parts.setdefault(pool, []).append(node)
+    by_name = {p.name: p for p in policy.pools}
+    return [(name, policy.for_pool(by_name.get(name)), members) for name, members in parts.items()]
+
+
+class Promoter:
+    """A person at `upgrader promote --pool NAME` (the real CLI, in process): whenever a pool's status
+    waits on a promotion, they promote it. Remembers when (the cluster's clock), so the audit can tell
+    that nothing past a gate started before its promotion."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.promoted: list[tuple[float, str, str]] = []  # when, pool, stage
+        self.refusals = 0
+
+    def start(self, w: World) -> None:
+        threading.Thread(target=self._run, args=(w,), daemon=True, name="promoter").start()
+
+    def _run(self, w: World) -> None:
+        from upgrader.commands.cli import main
+
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline and w.phase() != "Done":
+            for pool in w.status().get("pools") or []:
+                wait = pool.get("waiting_on") or {}
+                if wait.get("reason") != "awaiting-promotion":
+                    continue
+                stage = str(wait.get("stage"))
+                if any(s == stage for _, _, s in self.promoted):
+                    continue
+                argv = ["promote", "--kubeconfig", str(self.kubeconfig), "--rollout", ROLLOUT, "--pool", pool["name"]]
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                    code = main(argv)
+                if code == 0:
+                    self.promoted.append((w.cluster.store.clock.now(), str(pool["name"]), stage))
+                else:
+                    self.refusals += 1  # an API fault, or the wait ended meanwhile: asked again next round
+            time.sleep(0.2)
+
+    def violations(self, w: World) -> list[str]:
+        """Each pool's rest of its canary domain started only after its canary nodes were promoted."""
+        policy = policy_from_mapping(w.spec)
+        found = []
+        for pool in policy.pools:
+            if pool.promotion_gate is None or pool.promotion_gate.value == "none":
+                continue
+            stage = f"{pool.name}:{(pool.failure_domains or policy.failure_domains).canary}/canaryNodes"
+            when = min((t for t, _, s in self.promoted if s == stage), default=None)
+            selector = parse_selector(pool.node_selector)
+            canary = (pool.failure_domains or policy.failure_domains).canary
+            members = [n for n in w.info.nodes if selector.matches(
+                ((w.cluster.get("nodes", n) or {}).get("metadata") or {}).get("labels") or {})
+                and w.domain_of[n] == canary]
+            starts = sorted((s.time, s.node) for s in w.recorder.starts() if s.node in members)
+            later = starts[1:]  # the first is the canary node (canaryNodes 1)
+            if later and when is None:
+                found.append(f"pool {pool.name}: {later[0][1]} started, but {stage} was never promoted")
+            elif later and later[0][0] < when:  # type: ignore[operator]
+                found.append(f"pool {pool.name}: {later[0][1]} started at {later[0][0]:.2f}, before the "
+                             f"promotion of {stage} at {when:.2f}")
+        return found
 
 
 def wait_for(predicate: Any, timeout: float) -> bool:

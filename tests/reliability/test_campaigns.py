@@ -23,9 +23,13 @@ from .disturbance_campaign import DISTURBANCES, LAG, disturbance_campaign, order
 PATHS = ("adoptions", "drain fallbacks", "failed nodes recovered", "restart-only restarts")
 
 
-def took_the_operators_paths(figures: Figures) -> None:
-    """The campaign was not vacuous for the GPU Operator's paths: each happened in its rollouts."""
+def took_the_operators_paths(figures: Figures, pooled: bool = True) -> None:
+    """The campaign was not vacuous for the GPU Operator's paths: each happened in its rollouts; and,
+    with the pooled policy, every rollout's gate was promoted and its two pools went side by side."""
     assert all(figures.counts[path] >= 1 for path in PATHS), figures.line()
+    if pooled:
+        assert figures.counts["promotions"] >= figures.rollouts >= 1, figures.line()
+        assert figures.counts["pools side by side"] == figures.rollouts, figures.line()
 
 
 def test_sigkill_campaign(tmp_path: Path) -> None:

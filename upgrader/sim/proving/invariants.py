@@ -116,10 +116,12 @@ class RolloutRecorder(DisturbedAuditor):
         """Every domain starts only after the previous one (canary first) is entirely done."""
         sequence = order or ([canary] if canary else [])
         violations = []
-        done_rv: dict[str, int] = {}
+        done_rv: dict[str, int] = {}  # when each node last became upgrade-done (not a later write on it)
+        state: dict[str, str | None] = {}
         for r in self.records:
-            if r.state == State.DONE.value and r.node in domain_of:
+            if r.state == State.DONE.value and r.node in domain_of and state.get(r.node) != State.DONE.value:
                 done_rv[r.node] = r.rv
+            state[r.node] = r.state
         for i, domain in enumerate(sequence[:-1]):
             members = [n for n, d in domain_of.items() if d == domain]
             if not members or not all(n in done_rv for n in members):
