@@ -1,4 +1,6 @@
-"""Every scenario end to end: the controller over HTTP against the emulator, judged by outcomes."""
+"""Every scenario end to end: the controller over HTTP against the emulator, judged by outcomes; on the
+emulator's virtual clock, the controller's passes a virtual second apart (conftest `rollout(..., virtual=True)`),
+so the waits and timeouts cost no wall time."""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ def status_json(r: Rollout, capsys: pytest.CaptureFixture[str]) -> dict[str, Any
 def test_healthy_rollout_finishes_with_every_promise_kept(
     rollout: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    r: Rollout = rollout("healthy")
+    r: Rollout = rollout("healthy", virtual=True)
     r.run_until(("Done",), timeout=90)
     for name in r.info.nodes:
         node = r.node(name)
@@ -71,7 +73,7 @@ def test_healthy_rollout_finishes_with_every_promise_kept(
 
 def test_history_shows_the_budgets_were_used_not_just_respected(rollout: Any) -> None:
     """The checks above cannot pass vacuously: two nodes did run at once, domain by domain."""
-    r: Rollout = rollout("healthy")
+    r: Rollout = rollout("healthy", virtual=True)
     r.run_until(("Done",), timeout=90)
     starts = r.recorder.starts()
     assert len(starts) == 6
@@ -117,7 +119,7 @@ def _assert_halted(
 def test_pdb_blocked_rollout_halts_naming_the_budget(
     rollout: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    r: Rollout = rollout("pdb-blocked")
+    r: Rollout = rollout("pdb-blocked", virtual=True)
     r.run_until(("Halted",), timeout=60, hold=1.0)
     node = r.info.blocked_node
     assert node is not None
@@ -141,7 +143,7 @@ def test_pdb_blocked_rollout_halts_naming_the_budget(
 
 
 def test_stuck_job_halts_after_the_wait_timeout(rollout: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    r: Rollout = rollout("stuck-job")
+    r: Rollout = rollout("stuck-job", virtual=True)
     r.run_until(("Halted",), timeout=60, hold=0.5)
     node = r.info.stuck_job_node
     assert node is not None
@@ -160,7 +162,7 @@ def test_stuck_job_halts_after_the_wait_timeout(rollout: Any, capsys: pytest.Cap
 def test_missing_image_fails_the_node_and_halts_the_canary(
     rollout: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    r: Rollout = rollout("missing-image")
+    r: Rollout = rollout("missing-image", virtual=True)
     r.run_until(("Halted",), timeout=60, hold=0.5)
     node = r.info.missing_image_node
     assert node is not None
@@ -178,7 +180,7 @@ def test_missing_image_fails_the_node_and_halts_the_canary(
 
 
 def test_validation_failure_fails_the_node(rollout: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    r: Rollout = rollout("validation-failure")
+    r: Rollout = rollout("validation-failure", virtual=True)
     r.run_until(("Halted",), timeout=60, hold=0.5)
     node = r.info.broken_validation_node
     assert node is not None
@@ -194,7 +196,7 @@ def test_validation_failure_fails_the_node(rollout: Any, capsys: pytest.CaptureF
 
 
 def test_operator_fixes_the_pdb_and_the_rollout_continues(rollout: Any) -> None:
-    r: Rollout = rollout("pdb-blocked")
+    r: Rollout = rollout("pdb-blocked", virtual=True)
     r.run_until(("Halted",), timeout=60, hold=0.5)
     pdbs = r.cluster.type("poddisruptionbudgets", "policy")
     r.cluster.store.patch(
@@ -211,7 +213,7 @@ def test_operator_fixes_the_pdb_and_the_rollout_continues(rollout: Any) -> None:
 def test_resume_is_not_acknowledgement_and_acknowledge_names_the_canary_failure(
     rollout: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    r: Rollout = rollout("validation-failure")
+    r: Rollout = rollout("validation-failure", virtual=True)
     r.run_until(("Halted",), timeout=60, hold=0.5)
     broken = r.info.broken_validation_node
     assert broken is not None
@@ -241,7 +243,7 @@ def test_resume_is_not_acknowledgement_and_acknowledge_names_the_canary_failure(
 def test_pause_stops_new_starts_and_resume_continues(
     rollout: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    r: Rollout = rollout("healthy")
+    r: Rollout = rollout("healthy", virtual=True)
     # pause changes the status a controller wrote: before any ran it refuses and writes nothing
     assert main(["pause", "--kubeconfig", str(r.kubeconfig)]) == 1
     assert r.cluster.get("configmaps", "gpu-driver-upgrade-status", "gpu-operator") is None
@@ -262,9 +264,10 @@ def test_policy_choice_fail_instead_of_halt(rollout: Any) -> None:
         "onNodeFailure": "continue",
         "failureDomains": {"canary": "us-east-1b", "soakSeconds": 0},
     }
-    r: Rollout = rollout("stuck-job", policy)
+    r: Rollout = rollout("stuck-job", policy, virtual=True)
     status = r.run_until(("Done",), timeout=90)
     node = r.info.stuck_job_node
+    assert node is not None
     assert status["nodes_by_state"][State.FAILED.value] == 1
     assert r.node(node)["metadata"]["labels"][STATE_LABEL] == State.FAILED.value
     assert "not done within the 4s timeout" in r.node(node)["metadata"]["annotations"][FAILED_REASON]
