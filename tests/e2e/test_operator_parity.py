@@ -1,6 +1,8 @@
 """The GPU Operator's upgrade behaviour a migrating user relies on, end to end: the controller over
 HTTP against the emulator, real kubectl where a user would type it, judged by node states, the
-emulator's request history and what the driver saw (`incidents`: a driver stopped under GPU pods)."""
+emulator's request history and what the driver saw (`incidents`: a driver stopped under GPU pods).
+On the emulator's virtual clock: the controller's passes a virtual second apart (conftest
+`rollout(..., virtual=True)`), so the waits and timeouts cost no wall time."""
 
 from __future__ import annotations
 
@@ -44,12 +46,12 @@ def driver_pod(r: Rollout, node: str) -> dict[str, Any]:
     return pod
 
 
-def first(r: Rollout, **match: str) -> int:
+def first(r: Rollout, **match: str | int) -> int:
     return min(q.seq for q in r.cluster.requests if all(getattr(q, k) == v for k, v in match.items()))
 
 
 def test_mig_and_dra_pods_are_gone_before_the_driver_pod_is_deleted(rollout: Any) -> None:
-    r: Rollout = rollout("healthy")
+    r: Rollout = rollout("healthy", virtual=True)
     partition_mig(r.cluster, "gpu-a-01")
     r.cluster.create("pods", pinned_workload_pod("mig-infer", "gpu-a-01", {MIG: "1"}), "ml-training")
     add_dra_pod(r.cluster, "gpu-a-01")
@@ -68,7 +70,8 @@ def test_mig_and_dra_pods_are_gone_before_the_driver_pod_is_deleted(rollout: Any
 
 
 def test_with_drain_enabled_a_node_whose_gpu_pods_went_is_never_drained(rollout: Any) -> None:
-    r: Rollout = rollout("healthy", {**FAST_POLICY, "drain": {"enable": True, "deleteEmptyDir": True}})
+    policy = {**FAST_POLICY, "drain": {"enable": True, "deleteEmptyDir": True}}
+    r: Rollout = rollout("healthy", policy, virtual=True)
     bystanders = {
         p["metadata"]["uid"]: p["metadata"]["name"]
         for p in r.cluster.store.objects(r.cluster.type("pods"), "web")  # api-gateway: no GPU
@@ -87,7 +90,7 @@ def test_with_drain_enabled_a_node_whose_gpu_pods_went_is_never_drained(rollout:
 
 def test_gpu_pods_the_deletion_may_not_touch_are_drained_instead(rollout: Any) -> None:
     policy = {**FAST_POLICY, "drain": {"enable": True, "force": True, "podSelector": "app=scratch"}}
-    r: Rollout = rollout("healthy", policy)
+    r: Rollout = rollout("healthy", policy, virtual=True)
     bare = pinned_workload_pod("scratch", "gpu-b-01", {"nvidia.com/gpu": "1"}, "batch")
     bare["metadata"].pop("ownerReferences")  # no controller: gpuPodDeletion.force is off
     r.cluster.create("pods", bare, "batch")
@@ -109,7 +112,7 @@ def test_gpu_pods_the_deletion_may_not_touch_are_drained_instead(rollout: Any) -
 def test_a_rollout_the_gpu_operator_left_half_done_is_taken_over(rollout: Any) -> None:
     """The Operator stopped with gpu-a-01 (cordoned by an admin before it started) waiting for its
     driver restart, and gpu-a-02 (cordoned by the Operator) 1 s into its wait for jobs."""
-    r: Rollout = rollout("healthy")
+    r: Rollout = rollout("healthy", virtual=True)
     r.kubectl("cordon", "gpu-a-01")
     for namespace, pod in (("inference", "triton-0"), ("ml-training", "llm-pretrain-0")):  # the Operator's evictions
         r.kubectl("-n", namespace, "delete", "pod", pod, "--wait=false")
@@ -137,7 +140,7 @@ def test_a_rollout_the_gpu_operator_left_half_done_is_taken_over(rollout: Any) -
 
 
 def test_a_skipped_node_behind_carries_upgrade_required_and_is_never_started(rollout: Any) -> None:
-    r: Rollout = rollout("healthy")
+    r: Rollout = rollout("healthy", virtual=True)
     r.kubectl("label", "node", "gpu-c-02", f"{SKIP_LABEL}=true")
     before = driver_pod(r, "gpu-c-02")["metadata"]["uid"]
     status = r.run_until(("Done",), timeout=90)
@@ -155,7 +158,7 @@ def _fail_on_the_missing_image(r: Rollout) -> str:
 
 
 def test_a_failed_node_recovers_once_its_image_is_published(rollout: Any) -> None:
-    r: Rollout = rollout("missing-image")
+    r: Rollout = rollout("missing-image", virtual=True)
     broken = _fail_on_the_missing_image(r)
     r.cluster.settings.registry[DRIVER_REPO].add(driver_tag("550.90.07", UNBUILT_KERNEL))  # the kubelet retries
     r.run_until(("Done",), timeout=90)
@@ -166,7 +169,7 @@ def test_a_failed_node_recovers_once_its_image_is_published(rollout: Any) -> Non
 
 def test_a_failed_node_recovers_after_its_daemonset_is_fixed(rollout: Any) -> None:
     """The runbook's way: point the DaemonSet at an image that exists, delete the failing pod (OnDelete)."""
-    r: Rollout = rollout("missing-image")
+    r: Rollout = rollout("missing-image", virtual=True)
     broken = _fail_on_the_missing_image(r)
     failing = driver_pod(r, broken)
     (owner,) = failing["metadata"]["ownerReferences"]
@@ -181,7 +184,7 @@ def test_a_failed_node_recovers_after_its_daemonset_is_fixed(rollout: Any) -> No
 
 
 def test_a_node_that_failed_validation_stays_failed_while_its_driver_is_unchanged(rollout: Any) -> None:
-    r: Rollout = rollout("validation-failure")
+    r: Rollout = rollout("validation-failure", virtual=True)
     status = r.run_until(("Halted",), timeout=60, hold=3.0)
     (failure,) = status["failed"]
     assert failure["state"] == State.VALIDATION_REQUIRED.value
@@ -190,7 +193,7 @@ def test_a_node_that_failed_validation_stays_failed_while_its_driver_is_unchange
 
 
 def test_a_template_change_that_installs_nothing_restarts_the_driver_under_its_gpu_pods(rollout: Any) -> None:
-    r: Rollout = rollout("healthy")
+    r: Rollout = rollout("healthy", virtual=True)
     r.run_until(("Done",), timeout=90)
     gpu_pods = {
         p["metadata"]["uid"]
@@ -220,7 +223,9 @@ def test_a_template_change_that_installs_nothing_restarts_the_driver_under_its_g
 
 
 def test_max_unavailable_zero_upgrades_only_nodes_already_unavailable(rollout: Any) -> None:
-    r: Rollout = rollout("healthy", {**FAST_POLICY, "maxUnavailable": 0, "failureDomains": {"canary": "us-east-1b"}})
+    policy = {**FAST_POLICY, "maxUnavailable": 0, "failureDomains": {"canary": "us-east-1b"}}
+    # passes a quarter of a virtual second apart, the pace of the real-time loop: gpu-b-01 is done in about 4.5 s
+    r: Rollout = rollout("healthy", policy, virtual=True, step=0.25)
     r.kubectl("cordon", "gpu-b-01")
     status = r.run_until(("Running",), timeout=60, hold=8.0)
     assert r.node("gpu-b-01")["metadata"]["labels"][STATE_LABEL] == State.DONE.value
