@@ -227,7 +227,7 @@ def test_resume_is_not_acknowledgement_and_acknowledge_names_the_canary_failure(
     status = r.run_until(("Halted",), timeout=30, hold=1.0)
     assert status["failed"][0]["node"] == broken and not status["failed"][0]["acknowledged"]
     outside = [n for z, nodes in r.info.domains.items() if z != "us-east-1a" for n in nodes]
-    assert not [s for s in r.recorder.starts() if s in outside], "no node outside the canary starts"
+    assert not [s for s in r.recorder.starts() if s.node in outside], "no node outside the canary starts"
     failed_at = r.node(broken)["metadata"]["annotations"][FAILED_AT]
     assert main(["acknowledge", "--kubeconfig", str(r.kubeconfig), broken]) == 0
     said = capsys.readouterr().out

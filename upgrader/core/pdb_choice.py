@@ -2,8 +2,10 @@
 the nodes already in progress (and the starts before it this pass) use up would only hold a slot,
 cordoned, its GPUs idle, until the budget frees: it waits at upgrade-required instead, and the next
 candidate the domain order allows starts in its place. A budget holds at most as many nodes still
-to evict as its `disruptionsAllowed`, and at least one, so a budget that never allows anything still
-gets its node, which blocks and halts the rollout saying so, as before (core/rollout.py)."""
+to evict as its `disruptionsAllowed`; one at full health holds at least one, so a budget that never
+allows anything still gets its node, which blocks and halts the rollout saying so, as before
+(core/rollout.py), while one a disruption in progress spends (a pod not back yet) holds none until
+its pods are back."""
 
 from __future__ import annotations
 
@@ -35,6 +37,11 @@ def pdb_check(snapshot: Snapshot, policy: Policy) -> PdbCheck | None:
         return None
     pdbs = snapshot.pdbs
     allowed = {p.key: p.disruptions_allowed for p in pdbs}
+    # Budgets a disruption in progress spends (some pod not back and healthy): their allowance comes
+    # back by itself, so no node starts to wait on it cordoned. Only a budget at full health that
+    # allows nothing still gets its one node, which blocks and says so.
+    recovering = {p.key: f"currentHealthy {p.current_healthy} of {p.expected_pods}"
+                  for p in pdbs if p.current_healthy < p.expected_pods}
     needs: dict[str, set[str]] = {}
 
     @cache  # once a pass, when a start is first judged: a pass that starts nothing reads nothing more
@@ -52,7 +59,12 @@ def pdb_check(snapshot: Snapshot, policy: Policy) -> PdbCheck | None:
         using = Counter(key for other in starting for key in needs.get(other, ()))
         for key in sorted(needs[name]):
             taken = held()[key] + using[key]
-            if taken >= max(allowed[key], 1):
+            if key in recovering:  # a disruption in progress: it allows more once its pods are back
+                if taken >= allowed[key]:
+                    return (f"PodDisruptionBudget {key} allows {allowed[key]} disruption(s) while a disruption is "
+                            f"in progress ({recovering[key]}) and {taken} node(s) in progress or starting still "
+                            "evict under it")
+            elif taken >= max(allowed[key], 1):
                 return (f"PodDisruptionBudget {key} allows {allowed[key]} disruption(s) and {taken} node(s) "
                         "in progress or starting still evict under it")
         return None

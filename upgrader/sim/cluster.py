@@ -157,7 +157,8 @@ class EmulatedCluster:
     def serve(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Start serving in background threads; returns the base URL."""
         self.server = EmulatorHTTPServer(self.dispatcher, host, port)
-        serving = threading.Thread(target=self.server.serve_forever, name="sim-http", daemon=True)
+        # Polled every 50 ms rather than 0.5 s: stop() (every served test's teardown) waits for a poll.
+        serving = threading.Thread(target=self.server.serve_forever, args=(0.05,), name="sim-http", daemon=True)
         serving.start()
         self._threads.append(serving)
         if not getattr(self.store.clock, "virtual", False):
