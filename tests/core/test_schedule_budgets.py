@@ -188,3 +188,19 @@ def test_plan_starts_never_exceeds_the_budgets(
     candidates = [n for n in nodes if n.state is REQ and _domain(n) == schedule.current_domain]
     if newly_unavailable:
         assert all(c.name in schedule.starts for c in candidates if is_unavailable(c))
+
+
+def test_past_the_candidates_a_pass_holds_for_their_budgets_none_starts_unjudged() -> None:
+    from upgrader.core.schedule import PDB_SCAN
+
+    nodes = [node(f"n{i:03d}", zone="a") for i in range(PDB_SCAN + 5)]
+    free = nodes[-1].name  # the one candidate no budget holds, past the scan
+    judged: list[str] = []
+
+    def behind(name: str, starting: object) -> str | None:
+        judged.append(name)
+        return None if name == free else "PodDisruptionBudget ns/web allows 0 disruption(s)"
+
+    schedule = plan_starts(nodes, policy(maxParallelUpgrades=0, maxUnavailable="100%"), T0, True, set(), pdbs=behind)
+    assert schedule.starts == [] and len(judged) == PDB_SCAN
+    assert schedule.wait is not None and schedule.wait.reason == "pdb-capacity"

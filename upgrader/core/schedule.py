@@ -178,8 +178,8 @@ def plan_starts(
     which cannot matter (done, available, not in the current domain), as the plan's wave replay does.
     `grouping`: `group(nodes, policy)`, when the caller has it already. `promoted`: the stages a
     person promoted (core/stages.py), each with the finish it promoted. `pdbs` holds a node whose
-    GPU pods sit behind a budget the nodes in progress use up (core/pdb_choice.py), at most
-    PDB_SCAN of them a pass; the next candidate starts instead.
+    GPU pods sit behind a budget the nodes in progress use up (core/pdb_choice.py); the next
+    candidate starts instead, until PDB_SCAN candidates are held: the rest wait for a later pass.
     """
     grouped = grouping if grouping is not None else group(nodes, policy)
     order, by_domain, in_progress = grouped.order, grouped.by_domain, grouped.in_progress
@@ -250,7 +250,9 @@ def plan_starts(
         if holding is not None:
             kept.append((node.name, holding))
             continue
-        behind = pdbs(node.name, starts) if pdbs is not None and len(behind_pdb) < PDB_SCAN else None
+        if pdbs is not None and len(behind_pdb) >= PDB_SCAN:
+            break  # judged as many as a pass reads: the rest wait their turn rather than start unjudged
+        behind = pdbs(node.name, starts) if pdbs is not None else None
         if behind is not None:
             behind_pdb.append((node.name, behind))
             continue
