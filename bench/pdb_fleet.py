@@ -22,7 +22,9 @@ in-process on the virtual clock, a pass every second. Figures per run:
   pod's eviction (the node cordoned, its GPUs idle, waiting on a budget), summed over the nodes;
 - evictions refused: eviction requests answered 429;
 - pods disrupted twice: evictions of replicas that were themselves placed during the rollout,
-  after an eviction (each is a service replica disrupted a second time).
+  after an eviction (each is a service replica disrupted a second time); and of those, the ones
+  the scheduler had placed on a node still to upgrade while an upgraded, schedulable node had a free
+  GPU (`twice_with_room`: the avoidable ones).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ SUBJECTS = {
     "after, same policy": ("after", POLICY),
     "after, new keys": ("after", {**POLICY, **NEW_KEYS}),
 }
-FIGURES = ("makespan", "idle_node_seconds", "refused", "disrupted_twice")
+FIGURES = ("makespan", "idle_node_seconds", "refused", "disrupted_twice", "twice_with_room")
 
 
 def code_before() -> Path:
@@ -87,12 +89,15 @@ def one_run(policy_map: dict[str, Any], nodes: int, seed: int) -> dict[str, floa
     from upgrader.controller.settings import Settings
     from upgrader.core.policy import policy_from_mapping
     from upgrader.kube.api import KubeApi
+    from upgrader.sim.apiserver.podutil import gpu_request as gpus
+    from upgrader.sim.apiserver.podutil import is_terminal as terminal
     from upgrader.sim.cluster import EmulatedCluster
-    from upgrader.sim.controllers.settings import SimSettings
+    from upgrader.sim.controllers.settings import GPU, SimSettings
     from upgrader.sim.fleets.builders import pod_object
     from upgrader.sim.fleets.spread import build_spread
     from upgrader.sim.proving.invariants import RolloutRecorder
     from upgrader.sim.proving.makespan import timeline
+    from upgrader.sim.proving.recording import LABEL as STATE_LABEL
 
     settings = SimSettings(jitter=1.0, seed=seed, pod_recreate_delay=5.0, pod_ready_delay=60.0,
                            validator_ready_delay=20.0, workload_ready_delay=20.0)
@@ -115,11 +120,30 @@ def one_run(policy_map: dict[str, Any], nodes: int, seed: int) -> dict[str, floa
     recorder = RolloutRecorder(cluster)
     node_of: dict[str, str] = {}  # inference pod -> the node it was bound to
 
+    placed_badly: set[str] = set()  # replicas bound to a node still to upgrade while an upgraded one had room
+    nodes_type = cluster.type("nodes")
+
+    def room_on_upgraded() -> bool:
+        for n in cluster.store.objects(nodes_type):
+            labels = n["metadata"].get("labels") or {}
+            if labels.get(STATE_LABEL) != "upgrade-done" or (n.get("spec") or {}).get("unschedulable"):
+                continue
+            held = sum(gpus(p) for p in cluster.store.pods_on(n["metadata"]["name"]) if not terminal(p))
+            if int(n["status"]["allocatable"].get(GPU, 0)) - held >= 1:
+                return True
+        return False
+
     def follow(change: Any) -> None:
         if change.key == ("", "pods") and change.new["metadata"].get("namespace") == "inference":
             bound = (change.new.get("spec") or {}).get("nodeName")
+            was = ((change.old or {}).get("spec") or {}).get("nodeName")
             if bound:
                 node_of[change.new["metadata"]["name"]] = bound
+            if bound and not was and change.old is not None:  # the scheduler bound a replacement
+                target = cluster.store.get(nodes_type, None, bound) or {}
+                if (target.get("metadata", {}).get("labels") or {}).get(STATE_LABEL) != "upgrade-done" \
+                        and room_on_upgraded():
+                    placed_badly.add(change.new["metadata"]["name"])
 
     for pod in cluster.store.objects(cluster.type("pods"), "inference"):
         node_of[pod["metadata"]["name"]] = pod["spec"]["nodeName"]
@@ -141,9 +165,11 @@ def one_run(policy_map: dict[str, Any], nodes: int, seed: int) -> dict[str, floa
     refused = sum(1 for r in evictions if r.status == 429)
     twice = sum(1 for r in evictions if r.status in (200, 201) and r.namespace == "inference"
                 and r.name not in initial)
+    avoidable = sum(1 for r in evictions if r.status in (200, 201) and r.name in placed_badly)
     violations = recorder.check(policy, info.domain_of, "us-east-1a", ["us-east-1a", "us-east-1b", "us-east-1c"])
     return {"makespan": seen.makespan, "idle_node_seconds": idle_node_seconds(evictions, node_of),
-            "refused": float(refused), "disrupted_twice": float(twice), "violations": float(len(violations)),
+            "refused": float(refused), "disrupted_twice": float(twice), "twice_with_room": float(avoidable),
+            "violations": float(len(violations)),
             "passes": float(passes), "wall": time.perf_counter() - wall}
 
 
