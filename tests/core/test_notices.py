@@ -59,3 +59,29 @@ def test_canary_nodes_as_many_as_the_canary_domain_is_the_whole_domain_so_its_en
     before = {"phase": "Running", "domains": [{"name": "a", "canary": True, "nodes": 2, "done": 1}]}
     told = notices(before, {"phase": "Running", **small}, staged_canary(policy, small))
     assert [n.text for n in told] == ["the canary domain a is done: 2 nodes"]
+
+
+def test_with_pools_each_pools_canary_and_promotion_wait_is_told_by_pool_and_once() -> None:
+    gate = {"reason": "awaiting-promotion", "stage": "inference:c", "finished_at": "T"}
+    before = {"phase": "Running", "pools": [
+        {"name": "training", "domains": [{"name": "a", "canary": True, "nodes": 2, "done": 1}], "waiting_on": None},
+        {"name": "inference", "message": "rolling", "domains": [], "waiting_on": None}]}
+    after = {"phase": "Running", "waiting_on": gate, "pools": [
+        {"name": "training", "domains": [{"name": "a", "canary": True, "nodes": 2, "done": 2}], "waiting_on": None},
+        {"name": "inference", "message": "awaiting promotion: domain c", "domains": [], "waiting_on": gate}]}
+    told = notices(before, after, False, {"training": False, "inference": False})
+    assert [(n.kind.value, n.text) for n in told] == [
+        ("canaryDone", "pool training: the canary domain a is done: 2 nodes"),
+        ("awaitingPromotion", "pool inference: awaiting promotion: domain c"),
+    ]
+    assert notices(after, after, False, {}) == []
+
+
+def test_with_pools_a_halt_is_told_per_pool_that_halts() -> None:
+    running = {"phase": "Running", "pools": [{"name": "a", "phase": "Running"}, {"name": "b", "phase": "Running"}]}
+    one = {"phase": "Halted", "pools": [{"name": "a", "phase": "Halted", "message": "halted: n1 blocked"},
+                                        {"name": "b", "phase": "Running"}]}
+    two = {"phase": "Halted", "pools": [{"name": "a", "phase": "Halted", "message": "halted: n1 blocked"},
+                                        {"name": "b", "phase": "Halted", "message": "halted: n7 failed"}]}
+    assert [n.text for n in notices(running, one, False)] == ["pool a: halted: n1 blocked"]
+    assert [n.text for n in notices(one, two, False)] == ["pool b: halted: n7 failed"]

@@ -291,7 +291,10 @@ class Controller:
         hooks = self.policy.notifications.webhooks
         if not hooks:
             return
-        found = notices(previous, status, staged_canary(self.policy, status))
+        pools = {p.name: p for p in self.policy.pools}
+        staged = {str(e.get("name")): staged_canary(self.policy.for_pool(pools.get(str(e.get("name")))), e)
+                  for e in status.get("pools") or ()}
+        found = notices(previous, status, staged_canary(self.policy, status), staged)
         if not found:
             return
         if self.notifier is None:

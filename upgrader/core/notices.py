@@ -90,27 +90,58 @@ def staged_canary(policy: Any, status: Mapping[str, Any]) -> bool:
     return size > 0 and policy.failure_domains.canary_count(size) is not None
 
 
-def notices(previous: Mapping[str, Any], status: Mapping[str, Any], staged_canary: bool) -> list[Notice]:
+def notices(
+    previous: Mapping[str, Any], status: Mapping[str, Any], staged_canary: bool,
+    pools_staged: Mapping[str, bool] | None = None,
+) -> list[Notice]:
     """What the move from `previous` to `status` tells people. `staged_canary`: the canary is the
     canary domain's first nodes (failureDomains.canaryNodes), done when their soak or promotion
-    wait begins, rather than the whole domain."""
+    wait begins, rather than the whole domain. With pools (`status["pools"]`), each pool's canary and
+    promotion waits are told, named by pool, `pools_staged` saying which pools' canaries are staged."""
+    if status.get("pools"):
+        middle = _pooled(previous, status, pools_staged or {})
+    else:
+        middle = _staged(previous, status, staged_canary)
+    done = status.get("phase") == "Done" and previous.get("phase") not in ("Done", None)
+    return [*_whole(previous, status), *middle, *([Notice(NoticeKind.DONE, str(status.get("message", "")))]
+                                                  if done else [])]
+
+
+def _whole(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list[Notice]:
+    """The halt and the failures: the whole rollout's."""
     out: list[Notice] = []
     phase, before = status.get("phase"), previous.get("phase")
-    if phase == "Halted" and before != "Halted":
+    if phase == "Halted" and before != "Halted" and not status.get("pools"):  # with pools: each pool's halt
         out.append(Notice(NoticeKind.HALTED, str(status.get("message", ""))))
     seen = {(f.get("node"), f.get("since")) for f in previous.get("failed") or () if isinstance(f, Mapping)}
     for failure in status.get("failed") or ():
         if isinstance(failure, Mapping) and (failure.get("node"), failure.get("since")) not in seen:
             node = str(failure.get("node"))
             out.append(Notice(NoticeKind.FAILED, f"{node} upgrade-failed: {failure.get('reason', '')}", node))
-    out += _canary(previous, status, staged_canary)
+    return out
+
+
+def _staged(previous: Mapping[str, Any], status: Mapping[str, Any], staged: bool, pool: str = "") -> list[Notice]:
+    """The canary's end and a promotion wait, of the rollout or (`pool`) of one pool's entries."""
+    out = _canary(previous, status, staged)
     wait, waited = status.get("waiting_on") or {}, previous.get("waiting_on") or {}
     if wait.get("reason") == "awaiting-promotion" and (waited.get("reason"), waited.get("stage")) != (
         "awaiting-promotion", wait.get("stage")
     ):
         out.append(Notice(NoticeKind.AWAITING_PROMOTION, str(status.get("message", ""))))
-    if phase == "Done" and before not in ("Done", None):
-        out.append(Notice(NoticeKind.DONE, str(status.get("message", ""))))
+    return [Notice(n.kind, f"pool {pool}: {n.text}", n.node) for n in out] if pool else out
+
+
+def _pooled(previous: Mapping[str, Any], status: Mapping[str, Any], staged: Mapping[str, bool]) -> list[Notice]:
+    before = {str(p.get("name")): p for p in previous.get("pools") or () if isinstance(p, Mapping)}
+    out: list[Notice] = []
+    for entry in status.get("pools") or ():
+        if isinstance(entry, Mapping):
+            name = str(entry.get("name"))
+            was = before.get(name, {})
+            if entry.get("phase") == "Halted" and was.get("phase") != "Halted" and status.get("phase") != "Paused":
+                out.append(Notice(NoticeKind.HALTED, f"pool {name}: {entry.get('message', '')}"))
+            out += _staged(was, entry, staged.get(name, False), name)
     return out
 
 
@@ -118,7 +149,7 @@ def _canary(previous: Mapping[str, Any], status: Mapping[str, Any], staged: bool
     if staged:
         stage = str((status.get("waiting_on") or {}).get("stage") or "")
         if stage.endswith("/canaryNodes") and (previous.get("waiting_on") or {}).get("stage") != stage:
-            domain = stage.removesuffix("/canaryNodes")
+            domain = stage.removesuffix("/canaryNodes").rpartition(":")[2]  # a pool's: `<pool>:<domain>`
             return [Notice(NoticeKind.CANARY_DONE, f"the canary nodes of {domain} are done")]
         return []
     now, then = _canary_domain(status), _canary_domain(previous)
