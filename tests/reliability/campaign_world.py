@@ -334,8 +334,9 @@ class Promoter:
                 if wait.get("reason") != "awaiting-promotion":
                     continue
                 stage = str(wait.get("stage"))
-                if any(s == stage for _, _, s in self.promoted):
-                    continue
+                last = max((t for t, _, s in self.promoted if s == stage), default=None)
+                if last is not None and w.cluster.store.clock.now() - last < 2.0:
+                    continue  # promoted a moment ago: the next pass goes on (a restore may take it back)
                 argv = ["promote", "--kubeconfig", str(self.kubeconfig), "--rollout", ROLLOUT, "--pool", pool["name"]]
                 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                     code = main(argv)
@@ -360,7 +361,9 @@ class Promoter:
                 ((w.cluster.get("nodes", n) or {}).get("metadata") or {}).get("labels") or {})
                 and w.domain_of[n] == canary]
             starts = sorted((s.time, s.node) for s in w.recorder.starts() if s.node in members)
-            later = starts[1:]  # the first is the canary node (canaryNodes 1)
+            count = (pool.failure_domains or policy.failure_domains).canary_count(len(members)) or len(members)
+            first = list(dict.fromkeys(n for _, n in starts))[:count]  # the canary nodes: the first to start
+            later = [(t, n) for t, n in starts if n not in first]  # a canary node started again is its own stage
             if later and when is None:
                 found.append(f"pool {pool.name}: {later[0][1]} started, but {stage} was never promoted")
             elif later and later[0][0] < when:  # type: ignore[operator]

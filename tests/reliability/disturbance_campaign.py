@@ -39,7 +39,7 @@ from upgrader.sim.apiserver.errors import ApiError
 from upgrader.sim.apiserver.faults import FaultPlan
 from upgrader.sim.proving.recording import ZONE_LABEL
 
-from .campaign_world import ORDER, POLICY, ROLLOUT, Figures, World, wait_for, world
+from .campaign_world import ORDER, POLICY, ROLLOUT, TRAINING, Figures, World, pool_parts, wait_for, world
 from .writers_and_clocks import GONE, KINDS, OtherWriters, split_incidents
 
 DISTURBANCES = ("order change", "zone relabel", "state set by hand", "bogus state label", "record removed",
@@ -69,7 +69,8 @@ class Latency(FaultPlan):
 def ordered_policy(order: list[str]) -> dict[str, Any]:
     """The campaign policy with `order` (its first domain the canary), and a maxUnavailable that
     an admin's cordon, a failed or a `bogus` node makes bind."""
-    return {**POLICY, "maxUnavailable": 2, "failureDomains": {"order": order, "soakSeconds": 1, "canaryNodes": 1}}
+    return {**POLICY, "maxUnavailable": 2, "failureDomains": {"order": order, "soakSeconds": 1, "canaryNodes": 1},
+            "pools": [TRAINING]}
 
 
 class InProcessController:
@@ -409,18 +410,22 @@ def disturbance_campaign(tmp: Path, rollouts: int, seed: int, disturb_seconds: f
                 if not replica.stop_event.is_set():
                     replica.stop()
             w.cluster.stop()
-        audit = w.recorder.check_disturbed(first, set(w.info.nodes), lag=LAG)
-        if audit.violations:  # what led to them, for whoever reads the failure
+        # Pool by pool (the fleet's split as the controller makes it): each judged by its own policy.
+        audits = [(name, w.recorder.check_disturbed(first, set(nodes), lag=LAG, pool=name or None))
+                  for name, _, nodes in pool_parts(first, w.cluster, w.info.nodes)]
+        found = [f"pool {name}: {v}" if name else v for name, audit in audits for v in audit.violations]
+        if found:  # what led to them, for whoever reads the failure
             dump = tmp / f"history-{seed}-{index}.txt"
             dump.write_text("\n".join(map(str, w.recorder._history())))
-            audit.violations.append(f"the recorded history: {dump}")
+            found.append(f"the recorded history: {dump}")
+        found += w.promoter.violations(w) if w.promoter is not None else []
         replicas = [f for replica in disturber.replicas for f in replica.failures]
-        figures.violations += [f"rollout {index}: {v}" for v in audit.violations + replicas]
+        figures.violations += [f"rollout {index}: {v}" for v in found + replicas]
         figures.violations += [f"rollout {index}: {v}" for v in disturber.other_writer_violations(LAG)]
         ours, kubernetes = split_incidents(w.cluster.daemonsets.incidents)
         figures.violations += [f"rollout {index}: incident: {i}" for i in ours]
         figures.counts["driver restarts Kubernetes made under RollingUpdate"] += kubernetes
-        figures.counts["judged on the world before a disturbance"] += len(audit.excused)
+        figures.counts["judged on the world before a disturbance"] += sum(len(a.excused) for _, a in audits)
         adopted = [m.policy.failure_domains.order for m in w.recorder.marks if m.kind == "policy" and m.policy]
         figures.counts["domain orders a pass put in force"] += sum(1 for a, b in itertools.pairwise(adopted) if a != b)
         figures.counts.update(w.paths())

@@ -30,6 +30,7 @@ class DisturbedAuditor(HistoryRecorder):
         managed: set[str],
         lag: float = 2.5,
         passes_after_restore: int = 2,
+        pool: str | None = None,
     ) -> DisturbedAudit:
         """Every broken promise of a rollout that people, restarts and restores disturbed, judged by
         docs/policy.md's rules where they change:
@@ -47,13 +48,17 @@ class DisturbedAuditor(HistoryRecorder):
           never lifts a cordon someone else set before the node's upgrade began or before its own cordon
           (only one put back after someone lifted upgrader's own looks like upgrader's), nor leaves its own
           at upgrade-done, unless a person removed the record that says whose it is;
-        - a restore takes the audit's knowledge back to the backup's moment with the objects.
+        - a restore takes the audit's knowledge back to the backup's moment with the objects;
+        - `pool` (policy pools): `managed` is that pool's nodes, judged by the pool's policy
+          (`Policy.for_pool`) and the pool's current domain in the status; other pools do not halt it.
 
         Starts, budgets and domain moves depend on other nodes, which no write can guard: a pass
         that decided before a hand edit landed (`lag`: how far its copy may trail the API server),
         or on a copy from before a restore (the first `passes_after_restore` passes after it), is
         judged again on the world without those disturbances; it is excused if it holds there.
         """
+        self._pool = pool
+        policy = _for_pool(policy, pool)
         history = self._history()
         violations: list[str] = []
         excused: list[str] = []
@@ -95,6 +100,11 @@ class DisturbedAuditor(HistoryRecorder):
         intent = sorted(e.seq for e in history if isinstance(e, Mark) and e.kind == "control" and e.seq in skip)
         return [skip - set(intent[:seen]) for seen in range(len(intent) + 1)]
 
+    _pool: str | None = None  # the pool check_disturbed judges (None: the whole fleet)
+
+    def _status_domain_of(self, mark: Mark) -> str | None:
+        return dict(mark.pools).get(self._pool) if self._pool is not None else mark.domain
+
     def foreign_cordons(self, managed: set[str]) -> set[str]:
         """The nodes cordoned now by someone else than upgrader, as far as the history tells (what a
         person answers a cordon-record block with)."""
@@ -111,11 +121,11 @@ class DisturbedAuditor(HistoryRecorder):
     def _apply(self, world: _Fleet, event: NodeRecord | Mark, managed: set[str]) -> None:
         if isinstance(event, Mark):
             if event.kind == "policy" and event.policy is not None:
-                world.policy = event.policy
+                world.policy = _for_pool(event.policy, self._pool)
             elif event.kind == "control":
                 world.paused, world.acknowledged = event.paused, dict(event.acknowledged)
             elif event.kind == "status":
-                world.status_domain = event.domain
+                world.status_domain = self._status_domain_of(event)
             elif event.kind == "backup":
                 world.saved[event.seq] = ({n: replace(f) for n, f in world.nodes.items()}, world.status_domain)
             elif event.kind == RESTORE and event.token in world.saved:
@@ -155,9 +165,10 @@ class DisturbedAuditor(HistoryRecorder):
         """(lines no race excuses, lines a race with an unseen disturbance may excuse) for `event`
         applied to `world` (not applied yet)."""
         if isinstance(event, Mark):
-            if event.kind != "status" or event.by is not None or event.domain is None:
+            domain = self._status_domain_of(event)
+            if event.kind != "status" or event.by is not None or domain is None:
                 return [], []
-            return [], self._moved_on(world, world.status_domain, event.domain, f"status seq {event.seq}: the rollout")
+            return [], self._moved_on(world, world.status_domain, domain, f"status seq {event.seq}: the rollout")
         r = event
         f = world.nodes.get(r.node)
         if r.by is not None or r.node not in managed or f is None:
@@ -302,3 +313,10 @@ class _Fleet:
     paused: bool = False
     acknowledged: dict[str, str] = field(default_factory=dict)  # node -> the failed-at acknowledged
     saved: dict[int, tuple[dict[str, _Facts], str | None]] = field(default_factory=dict)
+
+
+def _for_pool(policy: Policy, pool: str | None) -> Policy:
+    """The policy a pool's nodes start under (the pool `default`, or none: the policy itself)."""
+    if pool is None:
+        return policy
+    return policy.for_pool(next((p for p in policy.pools if p.name == pool), None))

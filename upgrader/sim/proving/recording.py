@@ -72,6 +72,7 @@ class Mark:
     by: str | None = None
     paused: bool = False
     acknowledged: tuple[tuple[str, str], ...] = ()
+    pools: tuple[tuple[str, str | None], ...] = ()  # "status" with policy pools: each pool's current domain
 
 
 class HistoryRecorder:
@@ -97,6 +98,7 @@ class HistoryRecorder:
         self._seq = itertools.count(1)
         self._by: str | None = None
         self._status_domain: str | None = None
+        self._status_pools: tuple[tuple[str, str | None], ...] = ()
         nodes = cluster.type("nodes")
         for node in cluster.store.objects(nodes):
             self._record(node, cluster.store.resource_version)
@@ -146,9 +148,11 @@ class HistoryRecorder:
         except ValueError:
             status = {}
         domain = status.get("current_domain") if isinstance(status, dict) else None
-        if domain != self._status_domain or by is not None:
-            self._status_domain = domain
-            self._mark("status", domain=domain, by=by)
+        entries = status.get("pools") if isinstance(status, dict) else None
+        pools = tuple((str(p.get("name")), p.get("current_domain")) for p in entries or () if isinstance(p, dict))
+        if (domain, pools) != (self._status_domain, self._status_pools) or by is not None:
+            self._status_domain, self._status_pools = domain, pools
+            self._mark("status", domain=domain, by=by, pools=pools)
 
     def _follow_rollout(self, old: dict[str, Any] | None, new: dict[str, Any], by: str | None = None) -> None:
         """The object's spec is the control ConfigMap's intent, its status.report the status's."""
