@@ -8,7 +8,8 @@ Subjects, each in a process of its own (so each imports its own `upgrader`):
   policy maxParallelUpgrades 20, maxUnavailable 10%, canary zone us-east-1a;
 - after, same policy: this tree with the same policy (what the per-PDB eviction backoff alone does);
 - after, new keys: this tree, the same policy plus canaryNodes 5%, pdbAwareStarts and
-  taintPendingNodes.
+  taintPendingNodes;
+- after, no canaryNodes: the same, the canary still the whole zone (what the other two keys do).
 
 The fleet (`build_spread`, 100 nodes a zone, 8 GPUs each; the node's training Job holds 4): SERVICES
 inference services, each a ReplicaSet of one 1-GPU pod on every node of its share of the fleet
@@ -59,6 +60,8 @@ SUBJECTS = {
     "before": ("before", POLICY),
     "after, same policy": ("after", POLICY),
     "after, new keys": ("after", {**POLICY, **NEW_KEYS}),
+    # the new keys but the canary in nodes: what pdbAwareStarts and taintPendingNodes do alone
+    "after, no canaryNodes": ("after", {**POLICY, **NEW_KEYS, "failureDomains": POLICY["failureDomains"]}),
 }
 FIGURES = ("makespan", "idle_node_seconds", "refused", "disrupted_twice", "twice_with_room")
 

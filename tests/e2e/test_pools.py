@@ -58,6 +58,9 @@ def test_two_pools_go_side_by_side_each_with_its_canary_budget_and_gate(
         gate = pool(w, "inference")["waiting_on"]
         assert gate["reason"] == "awaiting-promotion" and gate["stage"] == "inference:us-east-1c", gate
         assert w.waiting_on()["stage"] == "inference:us-east-1c"  # the object names the pool's stage
+        # Each pool's domain on the object, for `kubectl get dro` (inference's is the one its gate opens to).
+        assert w.obj["status"]["currentDomain"] == (
+            f"training:{pool(w, 'training')['current_domain']}, inference:us-east-1a")
         # The training pool went on meanwhile, two nodes at a time, while inference did one at a time.
         assert both_in_progress_at_once(w, training, inference)
         assert w.in_progress_at_most(training) == 2 and w.in_progress_at_most(inference) == 1

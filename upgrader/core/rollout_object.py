@@ -129,10 +129,13 @@ def object_status(
     wait = _waiting_on(report)
     if wait:
         out["waitingOn"] = wait
-    if report.get("current_domain"):
-        out["currentDomain"] = str(report["current_domain"])
-    if report.get("next_domain"):
-        out["nextDomain"] = str(report["next_domain"])
+    for key, name in (("current_domain", "currentDomain"), ("next_domain", "nextDomain")):
+        if report.get(key):
+            out[name] = str(report[key])
+        elif report.get("pools"):  # each pool's, `<pool>:<domain>`, for `kubectl get dro`'s DOMAIN column
+            named = [f"{p['name']}:{p[key]}" for p in report["pools"] if isinstance(p, Mapping) and p.get(key)]
+            if named:
+                out[name] = ", ".join(named)
     if spec_in_force is not None and verdict.in_force is not None:
         out["specInForce"] = dict(spec_in_force)
         out["specInForceGeneration"] = verdict.in_force
