@@ -14,6 +14,7 @@ with that clock.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,16 +65,32 @@ def current(pauses: Mapping[str, Pause], pdbs: Sequence[PdbView]) -> dict[str, P
 
 
 def hold(
-    attempts: Sequence[Action], pdb_of: Mapping[str, PdbView], pauses: Mapping[str, Pause], now: float
+    attempts: Sequence[Action], pdb_of: Mapping[str, PdbView], pauses: Mapping[str, Pause], now: float,
+    disrupted: Collection[str] = (),
 ) -> tuple[list[Action], list[Outcome]]:
-    """The attempts to send now, and the evictions held back, each as a refusal said in words."""
+    """The attempts to send now, and the evictions held back, each as a refusal said in words: those
+    of a budget in its backoff, and those past what a budget allows in this pass (its snapshot's
+    disruptionsAllowed, less one for a budget another node evicted under already, `disrupted`, and one
+    for each eviction of it sent before in this batch), or of a budget a disruption in progress
+    spends down to 0: the API server would refuse them, 429. A budget at full health that allows
+    nothing still gets its eviction: its refusal is the block the rollout halts on and reports."""
     send: list[Action] = []
     held: list[Outcome] = []
+    used: Counter[str] = Counter(disrupted)
     for action in attempts:
         pdb = pdb_of.get(f"{action.namespace}/{action.name}") if isinstance(action, Evict) else None
         pause = pauses.get(pdb.key) if pdb is not None else None
+        recovering = pdb is not None and pdb.current_healthy < pdb.expected_pods
+        if pdb is not None and (used[pdb.key] or recovering) and used[pdb.key] >= pdb.disruptions_allowed:
+            why = (f"this pass evicts {used[pdb.key]} pod(s) under it already" if used[pdb.key] else
+                   f"a disruption is in progress (currentHealthy {pdb.current_healthy} of {pdb.expected_pods})")
+            said = f"not sent: PodDisruptionBudget {pdb.key} allows {pdb.disruptions_allowed} disruption(s) and {why}"
+            held.append(Outcome(action, Result.BLOCKED, said))
+            continue
         if pdb is None or pause is None or now >= pause.retry_at:
             send.append(action)
+            if pdb is not None:
+                used[pdb.key] += 1
             continue
         said = (
             f"not sent: PodDisruptionBudget {pdb.key} refused {pause.refusals} in a row at disruptionsAllowed="

@@ -97,7 +97,7 @@ def reconcile(
     pauses = backoff.current(backoff.read(snapshot.control.previous), snapshot.pdbs)
     counted: set[str] = set()  # budgets whose refusals this pass counted already
     for ctx, plan in [] if locked else rollout.plan_steps(work.snapshot, policy, now):
-        send, held = backoff.hold(plan.attempts, plan.pdb_of, pauses, now)
+        send, held = backoff.hold(plan.attempts, plan.pdb_of, pauses, now, disrupted)
         attempted = work.act(send)
         if send and not attempted:
             continue  # nothing was applied (the controller lost its lease mid-pass)

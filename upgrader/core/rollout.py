@@ -265,11 +265,13 @@ def _refusals(plan: StepPlan, outcomes: Sequence[Outcome], disrupted: frozenset[
 
     A budget at full health that still allows no disruption will not change without a person: that
     blocks (and halts). A budget spent by a disruption in progress (one of its pods is down, or this
-    pass evicted one on another node) comes back by itself: the node waits, within its timeout.
+    pass evicted one, on another node or on this one) comes back by itself: the node waits, within
+    its timeout.
     """
     blocked: dict[str, list[str]] = {}
     spent: dict[str, list[str]] = {}
     details: dict[str, str] = {}
+    own = spent_budgets(plan, outcomes)  # budgets this node's own evictions spent in this batch
     for outcome in outcomes:
         if outcome.result is not Result.BLOCKED:
             continue
@@ -277,7 +279,9 @@ def _refusals(plan: StepPlan, outcomes: Sequence[Outcome], disrupted: frozenset[
         pod_key = f"{getattr(action, 'namespace', '')}/{getattr(action, 'name', '')}"
         pdb = plan.pdb_of.get(pod_key)
         budget = pdb.key if pdb else "(unknown budget)"
-        in_use = pdb is not None and (pdb.key in disrupted or pdb.current_healthy < pdb.expected_pods)
+        in_use = pdb is not None and (
+            pdb.key in disrupted or pdb.key in own or pdb.current_healthy < pdb.expected_pods
+        )
         (spent if in_use else blocked).setdefault(budget, []).append(pod_key)
         details[budget] = (
             f"disruptionsAllowed={pdb.disruptions_allowed}, currentHealthy={pdb.current_healthy}, "
