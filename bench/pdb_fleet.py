@@ -19,8 +19,9 @@ free GPUs as kube-scheduler's filters, PreferNoSchedule as its TaintToleration s
 `workload_ready_delay` later, which is when its budget allows the next eviction. The controller runs
 in-process on the virtual clock, a pass every second. Figures per run:
 - makespan: first start to last upgrade-done (virtual seconds);
-- idle cordoned node-seconds: per node, from the first refused eviction of a pod on it to that
-  pod's eviction (the node cordoned, its GPUs idle, waiting on a budget), summed over the nodes;
+- idle cordoned node-seconds: per node, from entering pod-deletion-required to the last eviction of
+  an inference replica on it (the node cordoned, its GPUs idle, waiting on a budget, whether its
+  evictions were refused or held back), summed over the nodes;
 - evictions refused: eviction requests answered 429;
 - pods disrupted twice: evictions of replicas that were themselves placed during the rollout,
   after an eviction (each is a service replica disrupted a second time); and of those, the ones
@@ -170,32 +171,26 @@ def one_run(policy_map: dict[str, Any], nodes: int, seed: int) -> dict[str, floa
                 and r.name not in initial)
     avoidable = sum(1 for r in evictions if r.status in (200, 201) and r.name in placed_badly)
     violations = recorder.check(policy, info.domain_of, "us-east-1a", ["us-east-1a", "us-east-1b", "us-east-1c"])
-    return {"makespan": seen.makespan, "idle_node_seconds": idle_node_seconds(evictions, node_of),
+    return {"makespan": seen.makespan, "idle_node_seconds": idle_node_seconds(recorder, evictions, node_of),
             "refused": float(refused), "disrupted_twice": float(twice), "twice_with_room": float(avoidable),
             "violations": float(len(violations)),
             "passes": float(passes), "wall": time.perf_counter() - wall}
 
 
-def idle_node_seconds(evictions: list[Any], node_of: dict[str, str]) -> float:
-    """Seconds cordoned nodes waited on a PodDisruptionBudget: per node, from the first refused
-    eviction of a pod on it to that pod's eviction, the stretches of a node joined, summed."""
-    refused_at: dict[str, float] = {}
-    spans: dict[str, list[tuple[float, float]]] = {}
+def idle_node_seconds(recorder: Any, evictions: list[Any], node_of: dict[str, str]) -> float:
+    """Seconds cordoned nodes waited on a PodDisruptionBudget: per node, from entering
+    pod-deletion-required to the last eviction of an inference replica on it (0 when it went at
+    once), summed. Refused (429) or held back, the node sits cordoned with its GPUs idle all the same."""
+    entered: dict[str, float] = {}
+    for r in recorder.records:
+        if r.state == "pod-deletion-required" and r.node not in entered:
+            entered[r.node] = r.time
+    last: dict[str, float] = {}
     for r in evictions:
         node = node_of.get(r.name)
-        if node is None:
-            continue
-        if r.status == 429:
-            refused_at.setdefault(r.name, r.time)
-        elif r.status in (200, 201) and r.name in refused_at:
-            spans.setdefault(node, []).append((refused_at.pop(r.name), r.time))
-    total = 0.0
-    for stretches in spans.values():
-        end = float("-inf")
-        for start, stop in sorted(stretches):
-            total += max(0.0, stop - max(start, end))
-            end = max(end, stop)
-    return total
+        if node is not None and r.status in (200, 201):
+            last[node] = max(last.get(node, r.time), r.time)
+    return sum(max(0.0, last[n] - entered[n]) for n in last if n in entered)
 
 
 def subject_process(subject: str, nodes: int, seed: int) -> dict[str, float]:
