@@ -348,26 +348,22 @@ class Promoter:
 
     def violations(self, w: World) -> list[str]:
         """Each pool's rest of its canary domain started only after its canary nodes were promoted."""
-        policy = policy_from_mapping(w.spec)
         found = []
-        for pool in policy.pools:
-            if pool.promotion_gate is None or pool.promotion_gate.value == "none":
+        for name, own, nodes in pool_parts(policy_from_mapping(w.spec), w.cluster, w.info.nodes):
+            if own.promotion_gate.value == "none":
                 continue
-            stage = f"{pool.name}:{(pool.failure_domains or policy.failure_domains).canary}/canaryNodes"
+            canary = own.failure_domains.canary
+            stage = f"{name}:{canary}/canaryNodes"
             when = min((t for t, _, s in self.promoted if s == stage), default=None)
-            selector = parse_selector(pool.node_selector)
-            canary = (pool.failure_domains or policy.failure_domains).canary
-            members = [n for n in w.info.nodes if selector.matches(
-                ((w.cluster.get("nodes", n) or {}).get("metadata") or {}).get("labels") or {})
-                and w.domain_of[n] == canary]
+            members = [n for n in nodes if w.domain_of[n] == canary]
             starts = sorted((s.time, s.node) for s in w.recorder.starts() if s.node in members)
-            count = (pool.failure_domains or policy.failure_domains).canary_count(len(members)) or len(members)
+            count = own.failure_domains.canary_count(len(members)) or len(members)
             first = list(dict.fromkeys(n for _, n in starts))[:count]  # the canary nodes: the first to start
             later = [(t, n) for t, n in starts if n not in first]  # a canary node started again is its own stage
             if later and when is None:
-                found.append(f"pool {pool.name}: {later[0][1]} started, but {stage} was never promoted")
+                found.append(f"pool {name}: {later[0][1]} started, but {stage} was never promoted")
             elif later and later[0][0] < when:  # type: ignore[operator]
-                found.append(f"pool {pool.name}: {later[0][1]} started at {later[0][0]:.2f}, before the "
+                found.append(f"pool {name}: {later[0][1]} started at {later[0][0]:.2f}, before the "
                              f"promotion of {stage} at {when:.2f}")
         return found
 

@@ -7,7 +7,6 @@ empty (`drain:` with nothing under it, YAML null) is the Operator's nil spec and
 
 from __future__ import annotations
 
-from collections import Counter
 from enum import StrEnum
 from typing import Any
 
@@ -22,7 +21,9 @@ from upgrader.core.policy_parts import (
     _selector,
     _Strict,
     distinct_window_names,
+    list_or_none,
     max_unavailable_value,
+    names_once,
     unavailable_nodes,
 )
 from upgrader.core.policy_parts import PromotionGate as PromotionGate
@@ -154,9 +155,7 @@ class Policy(_Strict):
     @field_validator("maintenance_windows", mode="before")
     @classmethod
     def _no_windows(cls, value: Any) -> Any:
-        if value is not None and not isinstance(value, list | tuple):
-            raise ValueError(f"must be a list of windows, got {type(value).__name__}")
-        return () if value is None else value
+        return list_or_none(value, "window")
 
     @field_validator("maintenance_windows")
     @classmethod
@@ -166,16 +165,12 @@ class Policy(_Strict):
     @field_validator("pools", mode="before")
     @classmethod
     def _no_pools(cls, value: Any) -> Any:
-        if value is not None and not isinstance(value, list | tuple):
-            raise ValueError(f"must be a list of pools, got {type(value).__name__}")
-        return () if value is None else value
+        return list_or_none(value, "pool")
 
     @field_validator("pools")
     @classmethod
     def _distinct_pools(cls, value: tuple[Pool, ...]) -> tuple[Pool, ...]:
-        twice = sorted(name for name, n in Counter(p.name for p in value).items() if n > 1)
-        if twice:
-            raise ValueError(f"names a pool twice: {', '.join(twice)}")
+        names_once([p.name for p in value], "pool")
         return value
 
     def for_pool(self, pool: Pool | None) -> Policy:

@@ -57,13 +57,16 @@ def status_problem(policy: Policy, status: Mapping[str, Any]) -> str | None:
     """The same judgement from a rollout status (its `domains` are those of the managed nodes; a
     pool's, those of its entry in `pools`)."""
     problem = domains_problem(policy, _names(status), int(status.get("nodes_total") or 0))
+    if problem is not None:
+        return problem
     entries = {str(e.get("name")): e for e in status.get("pools") or () if isinstance(e, Mapping)}
     for index, pool in enumerate(policy.pools):
         entry = entries.get(pool.name)
-        if problem is None and pool.failure_domains is not None and entry is not None:
+        if pool.failure_domains is not None and entry is not None:
             found = domains_problem(policy.for_pool(pool), _names(entry), int(entry.get("nodes_total") or 0))
-            problem = None if found is None else f"pools.{index}.{found}"
-    return problem
+            if found is not None:
+                return f"pools.{index}.{found}"
+    return None
 
 
 def _names(status: Mapping[str, Any]) -> set[str]:

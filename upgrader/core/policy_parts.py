@@ -211,7 +211,19 @@ def unavailable_nodes(max_unavailable: int | str, total: int) -> int:
 
 
 def distinct_window_names(windows: tuple[MaintenanceWindow, ...]) -> tuple[MaintenanceWindow, ...]:
-    twice = sorted(name for name, n in Counter(w.name for w in windows if w.name).items() if n > 1)
-    if twice:
-        raise ValueError(f"names a window twice: {', '.join(twice)}")
+    names_once([w.name for w in windows if w.name], "window")
     return windows
+
+
+def names_once(names: list[str], noun: str) -> None:
+    """Refuse a list that names the same `noun` twice (a Counter: `names.count` would be quadratic)."""
+    twice = sorted(name for name, n in Counter(names).items() if n > 1)
+    if twice:
+        raise ValueError(f"names a {noun} twice: {', '.join(twice)}")
+
+
+def list_or_none(value: Any, noun: str) -> Any:
+    """A list key before validation: a list, or nothing (YAML null: none); anything else is refused."""
+    if value is not None and not isinstance(value, list | tuple):
+        raise ValueError(f"must be a list of {noun}s, got {type(value).__name__}")
+    return () if value is None else value

@@ -156,7 +156,6 @@ def _pooled(
     schedules: list[Schedule] = []
     for share, first in zip(parts, firsts, strict=True):
         may = first["phase"] not in ("Halted", "Paused") and not (halted and policy.halt_across_pools)
-        names = {n.name for n in share.managed}
         part = starting.Part(
             [work.snapshot.nodes[n.name] for n in share.managed],  # as this pass's earlier starts left them
             [work.snapshot.nodes[n] for n in [*share.skipped, *(n for n, _ in share.invalid)]],
@@ -165,7 +164,7 @@ def _pooled(
         schedule, starts = starting.start_nodes(work.snapshot, share.policy, now, may, acknowledged, preflight, part)
         schedules.append(schedule)
         done = work.act(starts)
-        started += [o.action.node for o in done if o.ok and isinstance(o.action, Transition) and o.action.node in names]
+        started += [o.action.node for o in done if o.ok and isinstance(o.action, Transition)]
 
     def whole(entries: list[dict[str, Any]], with_waits: bool) -> dict[str, Any]:
         base = rollout_status(work.snapshot, policy, managed, fleet.skipped, fleet.invalid, None, acknowledged, now,
