@@ -97,6 +97,10 @@ def test_a_failing_receiver_is_retried_and_a_silent_one_holds_nothing_up() -> No
     notice = Notice(NoticeKind.HALTED, "halted: gpu-a-01 blocked")
     notifier.tell([Webhook(url=flaky.url)], [notice], {"phase": "Halted"})
     assert [b["text"] for _, b in flaky.wait_for(1)] == ["halted: gpu-a-01 blocked"]
+    # The receiver has the body before the notifier's thread has read its answer and counted it.
+    deadline = time.monotonic() + 5
+    while notifier.sent + notifier.failed == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert (notifier.sent, notifier.failed) == (1, 0)
     slow = Receiver(delay=3.0)
     started = time.monotonic()
