@@ -242,8 +242,13 @@ class World:
         return False
 
     def reported_done(self, timeout: float = 30.0) -> bool:
-        """Whether the controller says so on the object: the intent it acts on is the object's."""
-        return wait_for(lambda: self.phase() == "Done", timeout)
+        """Whether the controller says so on the object (the intent it acts on is the object's), and,
+        while it still runs, has taken its taint off every node: a removal the API refused in the pass
+        that wrote Done is sent again by the next pass, so a campaign waits for it before stopping
+        the controller (`tainted` then judges what is left)."""
+        done = wait_for(lambda: self.phase() == "Done", timeout)
+        wait_for(lambda: not self._carriers(), timeout)
+        return done
 
     def violations(self, **kwargs: Any) -> list[str]:
         policy = policy_from_mapping(self.spec)
@@ -266,11 +271,12 @@ class World:
     def tainted(self) -> list[str]:
         """Nodes carrying our PreferNoSchedule taint (core/pending_taint.py), once the rollout is done
         (the last pass's removals land a moment after the phase says Done)."""
-        def carriers() -> list[str]:
-            return sorted(n["metadata"]["name"] for n in self.cluster.store.objects(self.cluster.type("nodes"))
-                          if any(t.get("key") == TAINT for t in (n.get("spec") or {}).get("taints") or []))
-        wait_for(lambda: not carriers(), 10)
-        return carriers()
+        wait_for(lambda: not self._carriers(), 10)
+        return self._carriers()
+
+    def _carriers(self) -> list[str]:
+        return sorted(n["metadata"]["name"] for n in self.cluster.store.objects(self.cluster.type("nodes"))
+                      if any(t.get("key") == TAINT for t in (n.get("spec") or {}).get("taints") or []))
 
 
 def world(tmp: Path, scenario: str = "healthy", faults: FaultPlan | None = None, seed: int = 0,
