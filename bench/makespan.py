@@ -32,7 +32,7 @@ from typing import Any
 
 from upgrader.controller.loop import Controller, PassReport
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import policy_from_mapping
+from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.kube.cache import ClusterCache
 from upgrader.sim.cluster import EmulatedCluster

@@ -26,7 +26,7 @@ from functools import partial
 
 from upgrader.controller.runner import build_controller, check_policy_against_cluster, make_cache, start_watches
 from upgrader.controller.settings import Settings, load_policy
-from upgrader.core.actions import Transition
+from upgrader.core.model.actions import Transition
 from upgrader.kube.cache import ClusterCache
 from upgrader.kube.client import api_client
 

@@ -91,7 +91,7 @@ def one_run(policy_map: dict[str, Any], nodes: int, seed: int) -> dict[str, floa
     """One rollout in this process, with whichever `upgrader` it imports."""
     from upgrader.controller.loop import Controller
     from upgrader.controller.settings import Settings
-    from upgrader.core.policy import policy_from_mapping
+    from upgrader.core.policy.policy import policy_from_mapping
     from upgrader.kube.api import KubeApi
     from upgrader.sim.apiserver.podutil import gpu_request as gpus
     from upgrader.sim.apiserver.podutil import is_terminal as terminal

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from upgrader.controller.alert_source import PrometheusAlerts, parse_alerts
-from upgrader.core.alert_gate import Alert, AlertGate, AlertReading
+from upgrader.core.model.alerts import Alert, AlertReading
+from upgrader.core.policy.alert_gate import AlertGate
 
 from .conftest import ACTIVE, FakePrometheus, alert, answer, free_port
 

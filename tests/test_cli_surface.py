@@ -19,11 +19,8 @@ from upgrader import __version__
 from upgrader.commands.cli import build_parser, main
 from upgrader.commands.liveness import ControllerSeen
 from upgrader.commands.statusview import render_watch
-from upgrader.core.fleet import fleet
-from upgrader.core.policy import Policy
-from upgrader.core.schedule import plan_starts
-from upgrader.core.starts import acknowledged_failures
-from upgrader.core.states import (
+from upgrader.core.fleet.managed import fleet
+from upgrader.core.model.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
     BLOCKED_SINCE,
@@ -33,7 +30,10 @@ from upgrader.core.states import (
     FAILED_STATE,
     State,
 )
-from upgrader.core.status import rollout_status
+from upgrader.core.policy.policy import Policy
+from upgrader.core.rollout.schedule import plan_starts
+from upgrader.core.rollout.starts import acknowledged_failures
+from upgrader.core.rollout.status import rollout_status
 
 from .core.factories import NEW, T0, at, driver_pod, node, snapshot
 

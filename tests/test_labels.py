@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from upgrader.core.labels import label_key_error, label_value_error
+from upgrader.core.model.labels import label_key_error, label_value_error
 
 NAME_RULE = "must consist of letters, digits, '-', '_' or '.', and start and end with a letter or digit"
 PREFIX_RULE = (

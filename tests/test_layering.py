@@ -37,7 +37,7 @@ def test_core_has_modules() -> None:
     assert CORE_FILES, "upgrader/core has no modules to check"
 
 
-@pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: p.relative_to(CORE).as_posix())
 def test_core_module_is_pure(path: Path) -> None:
     tree = ast.parse(path.read_text(), filename=str(path))
     names = imported(tree, module_name(path), path.name == "__init__.py")

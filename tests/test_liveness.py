@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from upgrader.commands.liveness import ago, judge_lease, unreadable
-from upgrader.core.timefmt import rfc3339, rfc3339_micro
+from upgrader.core.model.timefmt import rfc3339, rfc3339_micro
 
 T = 1_800_000_000.0
 WHERE = "upgrader-system/gpu-driver-upgrader"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from upgrader.controller.settings import load_policy
-from upgrader.core.policy import OnBlockedTimeout, OnInsufficientCapacity, OnNodeFailure, Policy
-from upgrader.core.profiles import load_profiles_text, qualification
+from upgrader.core.compat.profiles import load_profiles_text, qualification
+from upgrader.core.policy.policy import OnBlockedTimeout, OnInsufficientCapacity, OnNodeFailure, Policy
 
 POLICY_DIR = Path(__file__).resolve().parent.parent / "policies"
 # profiles*.yaml are compatibility profiles, not upgrade policies: test_profiles_example loads them.

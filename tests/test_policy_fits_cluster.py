@@ -20,7 +20,7 @@ from upgrader.commands.cli import main
 from upgrader.controller import runner
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import policy_from_mapping
+from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.inputs import ConfigError
 from upgrader.sim.apiserver.faults import FaultPlan, FaultRates
 from upgrader.sim.cluster import EmulatedCluster

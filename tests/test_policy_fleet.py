@@ -1,12 +1,12 @@
 """Issue 13, "Refuse what it cannot judge": a failure domain the policy names must be one the managed
-GPU nodes are in (`upgrader.core.policy_fleet`, pure; plan, run and demo refuse with its words)."""
+GPU nodes are in (`upgrader.core.plan.policy_fit`, pure; plan, run and demo refuse with its words)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.core.factories import node, policy
-from upgrader.core.policy_fleet import domains_problem, fleet_problem, refusal, status_problem
+from upgrader.core.plan.policy_fit import domains_problem, fleet_problem, refusal, status_problem
 
 ZONES = [node("a1", zone="us-east-1a"), node("a2", zone="us-east-1a"), node("b1", zone="us-east-1b"),
          node("c1", zone="us-east-1c")]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from upgrader.commands.cli import main
-from upgrader.core.timefmt import rfc3339_micro
+from upgrader.core.model.timefmt import rfc3339_micro
 from upgrader.sim.apiserver.faults import FaultPlan, FaultRates
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build

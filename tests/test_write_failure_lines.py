@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from upgrader.controller.loop import _Writer
-from upgrader.core.actions import Event, Outcome, Result, WriteStatus
+from upgrader.core.model.actions import Event, Outcome, Result, WriteStatus
 
 FORBIDDEN = 'leases.coordination.k8s.io "gpu-driver-upgrader" is forbidden: User "upgrader" cannot get resource'
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from upgrader.core.input_errors import yaml_where
+from upgrader.core.model.input_errors import yaml_where
 
 
 class UsageError(Exception):

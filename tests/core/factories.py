@@ -9,15 +9,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import count
 from typing import Any
 
-from upgrader.core.actions import Action, Outcome, Result, Transition
-from upgrader.core.node_context import NodeContext, context
-from upgrader.core.policy import Policy, policy_from_mapping
-from upgrader.core.rollout import conclude
-from upgrader.core.selectors import parse_label_selector
-from upgrader.core.states import STATE_LABEL, STATE_SINCE, State
-from upgrader.core.steps import STEPS, StepPlan
-from upgrader.core.timefmt import rfc3339
-from upgrader.core.views import HASH_LABEL, Control, DriverSet, NodeView, PdbView, PodView, Snapshot
+from upgrader.core.model.actions import Action, Outcome, Result, Transition
+from upgrader.core.model.selectors import parse_label_selector
+from upgrader.core.model.states import STATE_LABEL, STATE_SINCE, State
+from upgrader.core.model.timefmt import rfc3339
+from upgrader.core.model.views import HASH_LABEL, Control, DriverSet, NodeView, PdbView, PodView, Snapshot
+from upgrader.core.node.context import NodeContext, context
+from upgrader.core.node.steps import STEPS, StepPlan
+from upgrader.core.policy.policy import Policy, policy_from_mapping
+from upgrader.core.rollout.stepping import conclude
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 OPERATOR_NS = "gpu-operator"

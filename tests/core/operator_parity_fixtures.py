@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrader.core.actions import Transition
-from upgrader.core.starts import start_nodes
-from upgrader.core.states import State
+from upgrader.core.model.actions import Transition
+from upgrader.core.model.states import State
+from upgrader.core.rollout.starts import start_nodes
 
 from .factories import (
     OLD,

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from upgrader.core.profiles import Profile, load_profiles_text
+from upgrader.core.compat.profiles import Profile, load_profiles_text
 
 H100, A100 = "NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"
 K105, K113 = "5.15.0-105-generic", "5.15.0-113-generic"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrader.core.policy import Policy
-from upgrader.core.schedule import plan_starts
-from upgrader.core.states import State
-from upgrader.core.views import NodeView
+from upgrader.core.model.states import State
+from upgrader.core.model.views import NodeView
+from upgrader.core.policy.policy import Policy
+from upgrader.core.rollout.schedule import plan_starts
 
 from .factories import T0, node
 

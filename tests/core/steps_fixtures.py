@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrader.core.actions import Annotate, Event, Transition
-from upgrader.core.states import (
+from upgrader.core.model.actions import Annotate, Event, Transition
+from upgrader.core.model.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
     BLOCKED_SINCE,

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from upgrader.controller.settings import load_policy
-from upgrader.core.actions import Event
-from upgrader.core.alert_gate import Alert, AlertGate, AlertReading, gate_verdict
-from upgrader.core.reconcile import PassOutcome, reconcile
-from upgrader.core.states import SINCE_STATE, STATE_LABEL, State
-from upgrader.core.views import Control
+from upgrader.core.model.actions import Event
+from upgrader.core.model.alerts import Alert, AlertReading
+from upgrader.core.model.states import SINCE_STATE, STATE_LABEL, State
+from upgrader.core.model.views import Control
+from upgrader.core.policy.alert_gate import AlertGate, gate_verdict
+from upgrader.core.rollout.reconcile import PassOutcome, reconcile
 from upgrader.inputs import ConfigError
 
 from .factories import NEW, OLD, T0, at, driver_pod, gpu_pod, node, policy, snapshot, validator

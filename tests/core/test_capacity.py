@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.capacity import free_capacity, room_by_node, shortage
-from upgrader.core.placement import Taint, Toleration, affinity_admits, gpu_requests, untolerated
-from upgrader.core.room import Room, RoomMemo
-from upgrader.core.views import NodeView, PodView, node_view, pod_view
+from upgrader.core.model.placement import Taint, Toleration, affinity_admits, gpu_requests, untolerated
+from upgrader.core.model.views import NodeView, PodView, node_view, pod_view
+from upgrader.core.node.capacity import free_capacity, room_by_node, shortage
+from upgrader.core.node.gpu_room import Room, RoomMemo
 
 
 def node(name: str, gpus: int = 8, *, ready: bool = True, unschedulable: bool = False,

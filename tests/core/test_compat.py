@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from upgrader.core.compat import (
+from upgrader.core.compat.cuda import (
     FORWARD_COMPAT_MIN,
     WINDOWS,
     Floors,
@@ -25,7 +25,7 @@ from upgrader.core.compat import (
     parse_floors,
     parse_version,
 )
-from upgrader.core.cuda_releases import RELEASES, ToolkitRelease, lookup
+from upgrader.core.compat.cuda_releases import RELEASES, ToolkitRelease, lookup
 
 from .compat_fixtures import PINNED, one_line
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.compat import FORWARD_COMPAT_MIN, WINDOWS, parse_floors, parse_version
+from upgrader.core.compat.cuda import FORWARD_COMPAT_MIN, WINDOWS, parse_floors, parse_version
 
 # ----- the recorded rules -----------------------------------------------------------------------------
 

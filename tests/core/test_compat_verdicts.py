@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.compat import affinity_verdict, check, workload_verdict
-from upgrader.core.views import pod_view
+from upgrader.core.compat.cuda import affinity_verdict, check, workload_verdict
+from upgrader.core.model.views import pod_view
 
 from .compat_fixtures import PINNED, one_line
 

@@ -1,4 +1,4 @@
-"""NVIDIA's toolkit-driver table (core/cuda_releases.py) and the boundary it draws between backward and
+"""NVIDIA's toolkit-driver table (core/compat/cuda_releases.py) and the boundary it draws between backward and
 minor-version compatibility, at the driver just below and exactly at each release's toolkit driver."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
-from upgrader.core.compat import WINDOWS, check
-from upgrader.core.cuda_releases import _ROWS, GA, NEWEST, RELEASES, lookup, siblings
+from upgrader.core.compat.cuda import WINDOWS, check
+from upgrader.core.compat.cuda_releases import _ROWS, GA, NEWEST, RELEASES, lookup, siblings
 
 # Written out again from the release notes' Table 3 (not read from the module), so a typo in either
 # copy fails here: (workload's CUDA, the driver NVIDIA lists, the driver one step below it).

@@ -8,13 +8,9 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.actions import Transition
-from upgrader.core.detect import detect, upgrade_reason
-from upgrader.core.fleet import fleet
-from upgrader.core.policy import Policy
-from upgrader.core.rollout import plan_steps, project
-from upgrader.core.starts import start_nodes
-from upgrader.core.states import (
+from upgrader.core.fleet.managed import fleet
+from upgrader.core.model.actions import Transition
+from upgrader.core.model.states import (
     FAILED_AT,
     FAILED_DRIVER_POD,
     FAILED_STATE,
@@ -25,7 +21,11 @@ from upgrader.core.states import (
     STATE_SINCE,
     State,
 )
-from upgrader.core.views import node_view
+from upgrader.core.model.views import node_view
+from upgrader.core.policy.policy import Policy
+from upgrader.core.rollout.detect import detect, upgrade_reason
+from upgrader.core.rollout.starts import start_nodes
+from upgrader.core.rollout.stepping import plan_steps, project
 
 from .factories import (
     NEW,

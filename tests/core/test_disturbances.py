@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrader.core.actions import Annotate, Event, Evict, Outcome, Result, SetUnschedulable, Transition
-from upgrader.core.detect import detect
-from upgrader.core.rollout import conclude, plan_steps
-from upgrader.core.starts import start_nodes
-from upgrader.core.states import (
+from upgrader.core.model.actions import Annotate, Event, Evict, Outcome, Result, SetUnschedulable, Transition
+from upgrader.core.model.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
     BLOCKED_SINCE,
@@ -23,7 +20,10 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
-from upgrader.core.views import NodeView
+from upgrader.core.model.views import NodeView
+from upgrader.core.rollout.detect import detect
+from upgrader.core.rollout.starts import start_nodes
+from upgrader.core.rollout.stepping import conclude, plan_steps
 
 from .factories import NEW, T0, at, driver_pod, gpu_pod, node, policy, run_step, snapshot, step, transition
 
@@ -202,7 +202,7 @@ def test_a_clock_a_moment_ahead_is_kept() -> None:
 def test_an_operator_timer_from_the_future_counts_from_now_on_adoption() -> None:
     """The GPU Operator stamps its wait in Unix seconds by its own clock: one ahead of ours is not
     honoured as a wait that has not begun yet."""
-    from upgrader.core.states import OPERATOR_WAIT_START
+    from upgrader.core.model.states import OPERATOR_WAIT_START
 
     view = node(state=S.WAIT_FOR_JOBS_REQUIRED, unschedulable=True,
                 annotations={OPERATOR_WAIT_START: str(int(T0) + 3600)})

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.driver_selectors import DriverResource, driver_resource, gpu_nodes, selector_findings
-from upgrader.core.findings import BLOCKING, KINDS
-from upgrader.core.views import NodeView, node_view
+from upgrader.core.fleet.nvidia_drivers import DriverResource, driver_resource, gpu_nodes, selector_findings
+from upgrader.core.model.findings import BLOCKING, KINDS
+from upgrader.core.model.views import NodeView, node_view
 
 
 def cr(name: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:

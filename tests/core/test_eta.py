@@ -3,8 +3,8 @@ domain to come, anchored on the newest state change (so it moves only when a nod
 
 from __future__ import annotations
 
-from upgrader.core.eta import estimate
-from upgrader.core.states import STARTED_AT
+from upgrader.core.model.states import STARTED_AT
+from upgrader.core.rollout.eta import estimate
 
 from .factories import at, node, policy
 from .schedule_fixtures import DONE, REQ, S

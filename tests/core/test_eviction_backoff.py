@@ -3,10 +3,10 @@ no backoff), reset when the budget's disruptionsAllowed moves, doubled once a pa
 
 from __future__ import annotations
 
-from upgrader.core import eviction_backoff as backoff
-from upgrader.core.actions import Evict, Outcome, Result
-from upgrader.core.selectors import parse_label_selector
-from upgrader.core.views import PdbView
+from upgrader.core.fleet import eviction_backoff as backoff
+from upgrader.core.model.actions import Evict, Outcome, Result
+from upgrader.core.model.selectors import parse_label_selector
+from upgrader.core.model.views import PdbView
 
 PDB = PdbView("ml", "train", parse_label_selector("app=train"), 0, 2, 2, 2)
 E1, E2 = Evict("n1", "ml", "train-0", "u0"), Evict("n2", "ml", "train-1", "u1")

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.gpupods import claim_allocated_gpu, claim_index, is_gpu_pod
-from upgrader.core.views import pod_view
+from upgrader.core.model.gpupods import claim_allocated_gpu, claim_index, is_gpu_pod
+from upgrader.core.model.views import pod_view
 
 NS = "ml"
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.images import (
+from upgrader.core.compat.images import (
     KERNEL_LABEL,
     OS_ID_LABEL,
     OS_VERSION_LABEL,
@@ -17,7 +17,7 @@ from upgrader.core.images import (
     parse_ledger,
     precompiled_tag,
 )
-from upgrader.core.views import NodeView, node_view
+from upgrader.core.model.views import NodeView, node_view
 
 K105, K113 = "5.15.0-105-generic", "5.15.0-113-generic"
 UBUNTU = "Ubuntu 22.04.4 LTS"

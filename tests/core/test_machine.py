@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from transitions import MachineError
 
-from upgrader.core.actions import Transition
-from upgrader.core.machine import FLAGS, TRANSITIONS, TRIGGERS, allowed_triggers, fire
-from upgrader.core.states import IN_PROGRESS, ORDER, State
+from upgrader.core.model.actions import Transition
+from upgrader.core.model.states import IN_PROGRESS, ORDER, State
+from upgrader.core.node.machine import FLAGS, TRANSITIONS, TRIGGERS, allowed_triggers, fire
 
 S = State
 

@@ -1,4 +1,4 @@
-"""Node facts carried between passes (core/node_facts.py): reused only while the node view and its
+"""Node facts carried between passes (core/node/facts.py): reused only while the node view and its
 driver pods are the very objects they came from and the driver DaemonSets are equal; detect's quick
 path leaves alone only what the long way would leave alone."""
 
@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from upgrader.core.actions import Annotate, Transition
-from upgrader.core.detect import detect
-from upgrader.core.fleet import fleet
-from upgrader.core.node_facts import FactsCarry, generation_of
-from upgrader.core.rollout import CLEAR_BLOCK
-from upgrader.core.states import BLOCKED_KIND, BLOCKED_REASON, STATE_SINCE, State
-from upgrader.core.views import Snapshot
+from upgrader.core.fleet.managed import fleet
+from upgrader.core.model.actions import Annotate, Transition
+from upgrader.core.model.states import BLOCKED_KIND, BLOCKED_REASON, STATE_SINCE, State
+from upgrader.core.model.views import Snapshot
+from upgrader.core.node.facts import FactsCarry, generation_of
+from upgrader.core.rollout.detect import detect
+from upgrader.core.rollout.stepping import CLEAR_BLOCK
 
 from .factories import NEW, OLD, T0, at, driver_pod, driver_set, node, policy, snapshot
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from upgrader.core.notices import NoticeKind, notices
-from upgrader.core.policy import policy_from_mapping
+from upgrader.core.policy.notices import NoticeKind, notices
+from upgrader.core.policy.policy import policy_from_mapping
 
 RUNNING = {"phase": "Running", "failed": [], "domains": [{"name": "a", "canary": True, "done": 1, "nodes": 2}]}
 
@@ -50,7 +50,7 @@ def test_a_bad_webhook_is_refused_naming_it(hook: dict, said: str) -> None:  # t
 
 
 def test_canary_nodes_as_many_as_the_canary_domain_is_the_whole_domain_so_its_end_is_told() -> None:
-    from upgrader.core.notices import staged_canary
+    from upgrader.core.policy.notices import staged_canary
 
     policy = policy_from_mapping({"failureDomains": {"canaryNodes": 3}})
     small = {"domains": [{"name": "a", "canary": True, "nodes": 2, "done": 2}]}

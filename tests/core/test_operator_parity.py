@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.actions import (
+from upgrader.core.model.actions import (
     Action,
     Annotate,
     DeletePod,
@@ -22,13 +22,13 @@ from upgrader.core.actions import (
     Result,
     Transition,
 )
-from upgrader.core.reconcile import reconcile
-from upgrader.core.states import (
+from upgrader.core.model.states import (
     DRAIN_SKIP_LABEL,
     STARTED_AT,
     State,
 )
-from upgrader.core.steps import StepPlan
+from upgrader.core.node.steps import StepPlan
+from upgrader.core.rollout.reconcile import reconcile
 
 from .factories import (
     OLD,

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from upgrader.core.actions import (
+from upgrader.core.model.actions import (
     Annotate,
     Event,
 )
-from upgrader.core.detect import detect
-from upgrader.core.states import (
+from upgrader.core.model.states import (
     OPERATOR_INITIAL_UNSCHEDULABLE,
     OPERATOR_VALIDATION_START,
     OPERATOR_WAIT_START,
@@ -21,6 +20,7 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
+from upgrader.core.rollout.detect import detect
 
 from .factories import (
     NEW,

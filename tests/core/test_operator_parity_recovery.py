@@ -7,13 +7,11 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.actions import (
+from upgrader.core.model.actions import (
     SetUnschedulable,
     Transition,
 )
-from upgrader.core.detect import detect
-from upgrader.core.rollout import project
-from upgrader.core.states import (
+from upgrader.core.model.states import (
     FAILED_AT,
     FAILED_DRIVER_POD,
     FAILED_REASON,
@@ -25,6 +23,8 @@ from upgrader.core.states import (
     STATE_SINCE,
     WAS_UNSCHEDULABLE,
 )
+from upgrader.core.rollout.detect import detect
+from upgrader.core.rollout.stepping import project
 
 from .factories import (
     NEW,

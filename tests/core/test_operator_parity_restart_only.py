@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.actions import (
+from upgrader.core.model.actions import (
     DeletePod,
     Transition,
 )
-from upgrader.core.states import (
+from upgrader.core.model.states import (
     FAILED_AT,
     REQUESTED_ANNOTATION,
     RESTART_ONLY,

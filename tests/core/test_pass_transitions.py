@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from upgrader.core.actions import Action, Outcome, Result
-from upgrader.core.reconcile import reconcile
-from upgrader.core.states import UNLABELLED
+from upgrader.core.model.actions import Action, Outcome, Result
+from upgrader.core.model.states import UNLABELLED
+from upgrader.core.rollout.reconcile import reconcile
 
 from .factories import NEW, OLD, T0, driver_pod, node, policy, snapshot
 

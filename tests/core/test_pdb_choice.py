@@ -1,13 +1,13 @@
-"""core/pdb_choice.py: a budget a disruption in progress spends holds no start (it comes back by
+"""core/fleet/pdb_choice.py: a budget a disruption in progress spends holds no start (it comes back by
 itself); one at full health that allows nothing still gets its one node, which then blocks and says so."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from upgrader.core.pdb_choice import pdb_check
-from upgrader.core.policy import Policy
-from upgrader.core.states import State
+from upgrader.core.fleet.pdb_choice import pdb_check
+from upgrader.core.model.states import State
+from upgrader.core.policy.policy import Policy
 
 from .factories import node, pdb, pod, snapshot
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from upgrader.core import pending_taint as pt
-from upgrader.core.pending_taint_policy import TaintPendingNodes
-from upgrader.core.placement import Taint
+from upgrader.core.model.placement import Taint
+from upgrader.core.policy.pending_taint_policy import TaintPendingNodes
+from upgrader.core.rollout import pending_taint as pt
 
 from .factories import node
 from .schedule_fixtures import DONE, FAILED, REQ, S

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from upgrader.controller.settings import load_policy
-from upgrader.core.input_errors import one_line
-from upgrader.core.policy import Policy, policy_from_mapping
+from upgrader.core.model.input_errors import one_line
+from upgrader.core.policy.policy import Policy, policy_from_mapping
 from upgrader.inputs import ConfigError
 
 from .policy_fixtures import load_error, write

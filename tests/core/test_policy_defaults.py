@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from upgrader.controller.settings import load_policy
-from upgrader.core.policy import OnBlockedTimeout, OnNodeFailure, Policy, policy_from_mapping
+from upgrader.core.policy.policy import OnBlockedTimeout, OnNodeFailure, Policy, policy_from_mapping
 
 from .policy_fixtures import write
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.profiles import Profile, load_profiles_text, qualification
+from upgrader.core.compat.profiles import Profile, load_profiles_text, qualification
 
 from .profiles_fixtures import A100, DRIVER, H100, K105, K113, OS, P5, SOURCE, TODAY, dump, entry, profile
 

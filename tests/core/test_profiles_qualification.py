@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.profiles import Profile, qualification
-from upgrader.core.views import node_view
+from upgrader.core.compat.profiles import Profile, qualification
+from upgrader.core.model.views import node_view
 
 from .profiles_fixtures import A100, DRIVER, H100, K105, K113, OS, P5, TODAY, profile
 

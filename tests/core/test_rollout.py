@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.actions import (
+from upgrader.core.model.actions import (
     Action,
     Annotate,
     DeletePod,
@@ -18,11 +18,7 @@ from upgrader.core.actions import (
     SetUnschedulable,
     Transition,
 )
-from upgrader.core.detect import detect
-from upgrader.core.policy import Policy
-from upgrader.core.rollout import conclude, plan_steps, project
-from upgrader.core.starts import acknowledged_failures, start_nodes
-from upgrader.core.states import (
+from upgrader.core.model.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
     BLOCKED_SINCE,
@@ -47,7 +43,11 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
-from upgrader.core.views import Control, Snapshot
+from upgrader.core.model.views import Control, Snapshot
+from upgrader.core.policy.policy import Policy
+from upgrader.core.rollout.detect import detect
+from upgrader.core.rollout.starts import acknowledged_failures, start_nodes
+from upgrader.core.rollout.stepping import conclude, plan_steps, project
 
 from .factories import (
     NEW,
@@ -89,7 +89,7 @@ def _start_annotations(
         BLOCKED_KIND: None,
         BLOCKED_REASON: None,
         BLOCKED_SINCE: None,
-        **dict.fromkeys(HELD),  # the preflight's hold record (core/preflight.py) goes with the start
+        **dict.fromkeys(HELD),  # the preflight's hold record (core/fleet/preflight.py) goes with the start
         **({OUR_CORDON: None} if schedulable else {}),  # no cordon now: an old mark is no one's
     }
 

@@ -5,10 +5,10 @@ driver restart there); and a PodDisruptionBudget over the driver pods, which a r
 
 from __future__ import annotations
 
-from upgrader.core.actions import Annotate, Transition
-from upgrader.core.detect import detect
-from upgrader.core.plan import PlanOptions, build_plan
-from upgrader.core.states import DRIVER_POD_UID, SAFE_LOAD_ANNOTATION, State
+from upgrader.core.model.actions import Annotate, Transition
+from upgrader.core.model.states import DRIVER_POD_UID, SAFE_LOAD_ANNOTATION, State
+from upgrader.core.plan.report import PlanOptions, build_plan
+from upgrader.core.rollout.detect import detect
 
 from .factories import NEW, T0, driver_pod, node, pdb, policy, run_step, snapshot, validator
 

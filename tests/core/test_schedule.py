@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.policy import Policy
-from upgrader.core.schedule import NO_DOMAIN, canary_domain, domain_order, plan_starts
-from upgrader.core.views import NodeView
+from upgrader.core.model.views import NodeView
+from upgrader.core.policy.policy import Policy
+from upgrader.core.rollout.schedule import NO_DOMAIN, canary_domain, domain_order, plan_starts
 
 from .factories import T0, at, node, policy
 from .schedule_fixtures import DONE, FAILED, REQ, S, fleet, starts

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from upgrader.core.schedule import NO_DOMAIN, is_unavailable, plan_starts
-from upgrader.core.states import IN_PROGRESS, State
-from upgrader.core.views import NodeView
+from upgrader.core.model.states import IN_PROGRESS, State
+from upgrader.core.model.views import NodeView
+from upgrader.core.rollout.schedule import NO_DOMAIN, is_unavailable, plan_starts
 
 from .factories import T0, node, policy
 from .schedule_fixtures import DONE, FAILED, REQ, S, fleet, starts
@@ -191,7 +191,7 @@ def test_plan_starts_never_exceeds_the_budgets(
 
 
 def test_past_the_candidates_a_pass_holds_for_their_budgets_none_starts_unjudged() -> None:
-    from upgrader.core.schedule import PDB_SCAN
+    from upgrader.core.rollout.schedule import PDB_SCAN
 
     nodes = [node(f"n{i:03d}", zone="a") for i in range(PDB_SCAN + 5)]
     free = nodes[-1].name  # the one candidate no budget holds, past the scan

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from upgrader.core.policy import policy_from_mapping
-from upgrader.core.schedule import canary_first, plan_starts
+from upgrader.core.policy.policy import policy_from_mapping
+from upgrader.core.rollout.schedule import canary_first, plan_starts
 
 from .factories import T0, at, policy
 from .schedule_fixtures import DONE, FAILED, REQ, S, fleet

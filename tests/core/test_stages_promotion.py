@@ -4,7 +4,7 @@ its finish, ends a soak early, and does not cover a later finish (docs/policy.md
 
 from __future__ import annotations
 
-from upgrader.core.schedule import plan_starts
+from upgrader.core.rollout.schedule import plan_starts
 
 from .factories import T0, at, policy
 from .schedule_fixtures import DONE, FAILED, REQ, fleet

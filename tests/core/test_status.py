@@ -6,11 +6,8 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.fleet import fleet
-from upgrader.core.policy import Policy
-from upgrader.core.schedule import plan_starts
-from upgrader.core.starts import acknowledged_failures
-from upgrader.core.states import (
+from upgrader.core.fleet.managed import fleet
+from upgrader.core.model.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
     BLOCKED_SINCE,
@@ -20,8 +17,11 @@ from upgrader.core.states import (
     FAILED_STATE,
     State,
 )
-from upgrader.core.status import blocked_nodes, halt_reason, meaningful, rollout_status
-from upgrader.core.views import Control, NodeView, Snapshot
+from upgrader.core.model.views import Control, NodeView, Snapshot
+from upgrader.core.policy.policy import Policy
+from upgrader.core.rollout.schedule import plan_starts
+from upgrader.core.rollout.starts import acknowledged_failures
+from upgrader.core.rollout.status import blocked_nodes, halt_reason, meaningful, rollout_status
 
 from .factories import NEW, T0, at, driver_pod, node, policy, snapshot
 

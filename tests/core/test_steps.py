@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.actions import Annotate, Event, Evict, Outcome, Result
-from upgrader.core.rollout import conclude
-from upgrader.core.states import BLOCKED_KIND, BLOCKED_REASON, BLOCKED_SINCE
-from upgrader.core.steps import Blocked, StepPlan
+from upgrader.core.model.actions import Annotate, Event, Evict, Outcome, Result
+from upgrader.core.model.states import BLOCKED_KIND, BLOCKED_REASON, BLOCKED_SINCE
+from upgrader.core.node.steps import Blocked, StepPlan
+from upgrader.core.rollout.stepping import conclude
 
 from .factories import T0, at, driver_pod, gpu_pod, node, pdb, pod, policy, run_step, snapshot, step, validator
 from .steps_fixtures import CLEARED_BLOCK, RESTART_ENTRY, S, blocked, failed, moved

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.actions import Annotate, Event, Outcome, Result, SetUnschedulable, Transition
-from upgrader.core.policy import Policy
-from upgrader.core.states import (
+from upgrader.core.model.actions import Annotate, Event, Outcome, Result, SetUnschedulable, Transition
+from upgrader.core.model.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
     BLOCKED_SINCE,
@@ -26,7 +25,8 @@ from upgrader.core.states import (
     TARGET_REVISION,
     WAS_UNSCHEDULABLE,
 )
-from upgrader.core.steps import OURS
+from upgrader.core.node.steps import OURS
+from upgrader.core.policy.policy import Policy
 
 from .factories import NEW, T0, at, node, run_step, snapshot, step, transition
 from .steps_fixtures import S, blocked, moved
@@ -171,8 +171,8 @@ def test_per_upgrade_annotations_are_upgraders_own() -> None:
 
 
 def test_every_in_progress_state_has_a_step() -> None:
-    from upgrader.core.states import IN_PROGRESS
-    from upgrader.core.steps import STEPS
+    from upgrader.core.model.states import IN_PROGRESS
+    from upgrader.core.node.steps import STEPS
 
     assert set(STEPS) == set(IN_PROGRESS)
 

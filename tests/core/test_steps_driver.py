@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.actions import Annotate, DeletePod, Event, Outcome, Result, Transition
-from upgrader.core.rollout import conclude
-from upgrader.core.states import (
+from upgrader.core.model.actions import Annotate, DeletePod, Event, Outcome, Result, Transition
+from upgrader.core.model.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
     BLOCKED_SINCE,
@@ -19,7 +18,8 @@ from upgrader.core.states import (
     DRIVER_POD_UID,
     GPU_BEFORE,
 )
-from upgrader.core.steps import Blocked
+from upgrader.core.node.steps import Blocked
+from upgrader.core.rollout.stepping import conclude
 
 from .factories import (
     NEW,

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.actions import Annotate
-from upgrader.core.rollout import waiting_entry
-from upgrader.core.states import BLOCKED_KIND
+from upgrader.core.model.actions import Annotate
+from upgrader.core.model.states import BLOCKED_KIND
+from upgrader.core.rollout.stepping import waiting_entry
 
 from .factories import T0, at, gpu_pod, node, pod, policy, run_step, snapshot, step
 from .steps_fixtures import S, blocked, failed, moved

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrader.core.actions import Event, Outcome, Result, WriteStatus
-from upgrader.core.fleet import fleet
-from upgrader.core.policy import Policy
-from upgrader.core.reconcile import reconcile
-from upgrader.core.starts import start_nodes
-from upgrader.core.states import SKIP_LABEL, STATE_LABEL, WAS_UNSCHEDULABLE, State
-from upgrader.core.status import rollout_status
-from upgrader.core.views import Control, NodeView
+from upgrader.core.fleet.managed import fleet
+from upgrader.core.model.actions import Event, Outcome, Result, WriteStatus
+from upgrader.core.model.states import SKIP_LABEL, STATE_LABEL, WAS_UNSCHEDULABLE, State
+from upgrader.core.model.views import Control, NodeView
+from upgrader.core.policy.policy import Policy
+from upgrader.core.rollout.reconcile import reconcile
+from upgrader.core.rollout.starts import start_nodes
+from upgrader.core.rollout.status import rollout_status
 
 from .factories import NEW, OLD, T0, at, driver_pod, node, policy, snapshot
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from upgrader.core.actions import Event
-from upgrader.core.reconcile import PassOutcome, reconcile
-from upgrader.core.states import STATE_LABEL, State
-from upgrader.core.views import Control
+from upgrader.core.model.actions import Event
+from upgrader.core.model.states import STATE_LABEL, State
+from upgrader.core.model.views import Control
+from upgrader.core.rollout.reconcile import PassOutcome, reconcile
 
 from .factories import OLD, T0, driver_pod, gpu_pod, node, policy, snapshot, validator
 from .test_rollout import World

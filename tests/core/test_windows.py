@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from upgrader.controller.settings import load_policy
-from upgrader.core.timefmt import parse_rfc3339, rfc3339
-from upgrader.core.windows import Verdict, Window, parse_duration, verdict
+from upgrader.core.model.timefmt import parse_rfc3339, rfc3339
+from upgrader.core.policy.windows import Verdict, Window, parse_duration, verdict
 from upgrader.inputs import ConfigError
 
 H = 3600
@@ -202,7 +202,7 @@ def test_no_windows_keeps_todays_behaviour(tmp_path: Path, text: str) -> None:
 
 
 def test_a_wait_with_no_opening_in_sight_says_fix_the_policy_and_names_the_runbook() -> None:
-    from upgrader.core.waits import window_closed
+    from upgrader.core.rollout.waits import window_closed
 
     wait = window_closed(Verdict(False, 1), "z", "n1")
     assert (wait.reason, wait.runbook, wait.until) == (

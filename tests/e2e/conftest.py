@@ -23,7 +23,7 @@ from upgrader.controller.loop import Controller, PassReport
 from upgrader.controller.preflight_source import PreflightSource
 from upgrader.controller.runner import build_controller, start_watches
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import Policy, policy_from_mapping
+from upgrader.core.policy.policy import Policy, policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.controllers.settings import SimSettings

@@ -13,8 +13,8 @@ from kubernetes import client as k8s
 
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import Policy, policy_from_mapping
-from upgrader.core.states import IN_PROGRESS, STATE_LABEL, State
+from upgrader.core.model.states import IN_PROGRESS, STATE_LABEL, State
+from upgrader.core.policy.policy import Policy, policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.kube.leader import LeaderElector
 from upgrader.sim.apiserver.faults import RequestRecord

@@ -8,7 +8,7 @@ from typing import Any
 
 from upgrader.controller.loop import Controller, PassReport
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import policy_from_mapping
+from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.spread import build_spread, zone_names

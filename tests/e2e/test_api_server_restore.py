@@ -20,9 +20,9 @@ from kubernetes import client as k8s
 
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import policy_from_mapping
-from upgrader.core.states import STATE_LABEL, WAS_UNSCHEDULABLE, State
-from upgrader.core.views import node_view
+from upgrader.core.model.states import STATE_LABEL, WAS_UNSCHEDULABLE, State
+from upgrader.core.model.views import node_view
+from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache, node_metadata
 from upgrader.kube.informer import Informer

@@ -9,8 +9,8 @@ import pytest
 
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import policy_from_mapping
-from upgrader.core.states import FAILED_REASON, STATE_LABEL, State
+from upgrader.core.model.states import FAILED_REASON, STATE_LABEL, State
+from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.kube.cache import ClusterCache
 from upgrader.kube.leader import LeaderElector

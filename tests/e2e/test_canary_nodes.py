@@ -4,8 +4,8 @@ that judges it catches a rollout that did not stage its canary (docs/policy.md#c
 
 from __future__ import annotations
 
-from upgrader.core.policy import policy_from_mapping
-from upgrader.core.states import STATE_LABEL, State
+from upgrader.core.model.states import STATE_LABEL, State
+from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 from upgrader.sim.proving.invariants import RolloutRecorder

@@ -1,7 +1,7 @@
 """A node held back because the GPU pods it evicts would not fit, end to end: `plan` predicts it, the
 real controller (in-process, over the emulator's API, virtual clock) holds it under
 `gpuCapacity.onInsufficient: wait` and starts it once room appears, and the emulator's own scheduler
-(upgrader/sim/controllers/node_fit.py, written apart from core/capacity.py) agrees: no evicted pod is left Pending.
+(upgrader/sim/controllers/node_fit.py, written apart from core/node/capacity.py) agrees: no evicted pod is left Pending.
 
 The fleet is the healthy scenario with 7 nodes (3, 2 and 2 in three zones). A StatefulSet pod
 `pretrain-0` on X, the canary zone's first node, may run only on X and the zone's two other nodes, Y
@@ -23,8 +23,8 @@ import yaml
 from upgrader.commands.cli import main
 from upgrader.controller.loop import Controller, PassReport
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import policy_from_mapping
-from upgrader.core.states import STATE_LABEL, State
+from upgrader.core.model.states import STATE_LABEL, State
+from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.sim.apiserver.podutil import gpu_requests, is_terminal
 from upgrader.sim.cluster import EmulatedCluster

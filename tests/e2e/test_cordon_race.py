@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrader.core.states import OUR_CORDON, STATE_LABEL, WAS_UNSCHEDULABLE, State
+from upgrader.core.model.states import OUR_CORDON, STATE_LABEL, WAS_UNSCHEDULABLE, State
 
 from .conftest import Rollout
 

@@ -14,7 +14,7 @@ import re
 import pytest
 from kubernetes import client as k8s
 
-from upgrader.core.states import (
+from upgrader.core.model.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
     BLOCKED_SINCE,

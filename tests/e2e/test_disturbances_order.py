@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from upgrader.commands.cli import main
-from upgrader.core.policy import policy_from_mapping
-from upgrader.core.states import BLOCKED_KIND, BLOCKED_SINCE, REQUESTED_ANNOTATION, STATE_LABEL, State
+from upgrader.core.model.states import BLOCKED_KIND, BLOCKED_SINCE, REQUESTED_ANNOTATION, STATE_LABEL, State
+from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.sim.controllers.settings import SimSettings
 from upgrader.sim.fleets.builders import KERNELS, OLD_DRIVER, OPERATOR_NS, OS_TAG, driver_template, node_object
 from upgrader.sim.proving.invariants import RolloutRecorder, lease_handovers

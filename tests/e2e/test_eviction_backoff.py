@@ -9,9 +9,9 @@ import json
 
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
-from upgrader.core.eviction_backoff import CAP_SECONDS
-from upgrader.core.policy import policy_from_mapping
-from upgrader.core.states import BLOCKED_KIND, State
+from upgrader.core.fleet.eviction_backoff import CAP_SECONDS
+from upgrader.core.model.states import BLOCKED_KIND, State
+from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from upgrader.commands.cli import main
-from upgrader.core.states import State
+from upgrader.core.model.states import State
 
 from .conftest import Rollout
 

@@ -1,4 +1,4 @@
-"""Only one thing drives a driver upgrade (core/interlocks.py): upgrader refuses to run while the GPU
+"""Only one thing drives a driver upgrade (core/fleet/interlocks.py): upgrader refuses to run while the GPU
 Operator's own upgrade controller is on for a driver DaemonSet it manages, or a driver DaemonSet is not
 OnDelete, and halts a rollout under way, writing nothing on the nodes, when either is turned on.
 Real kubectl flips them, as an admin would; the controller talks through the official client (mid-rollout: over
@@ -13,8 +13,8 @@ import pytest
 
 from upgrader.commands.cli import main
 from upgrader.controller.rollout_metrics import families
-from upgrader.core.interlocks import OperatorUpgrade, judge, operator_upgrade
-from upgrader.core.views import DriverSet
+from upgrader.core.fleet.interlocks import OperatorUpgrade, judge, operator_upgrade
+from upgrader.core.model.views import DriverSet
 from upgrader.sim.fleets.builders import CLUSTER_POLICY
 
 from .conftest import Rollout

@@ -16,9 +16,9 @@ from upgrader.controller.loop import Controller, PassReport
 from upgrader.controller.metrics import Metrics, MetricsServer
 from upgrader.controller.runner import Health
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import policy_from_mapping
-from upgrader.core.states import STATE_LABEL, State
-from upgrader.core.timefmt import rfc3339_micro
+from upgrader.core.model.states import STATE_LABEL, State
+from upgrader.core.model.timefmt import rfc3339_micro
+from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import ScenarioInfo, build
 from upgrader.sim.proving.invariants import RolloutRecorder

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from upgrader.controller.metrics import transition_pairs
 from upgrader.controller.runner import serve_metrics, start_watches
-from upgrader.core.states import STATE_COUNT_KEYS
+from upgrader.core.model.states import STATE_COUNT_KEYS
 
 from .conftest import Rollout
 

@@ -17,7 +17,7 @@ from tenacity import wait_none
 
 from upgrader.commands.cli import main
 from upgrader.controller.notifier import Notifier
-from upgrader.core.notices import Notice, NoticeKind, Webhook
+from upgrader.core.policy.notices import Notice, NoticeKind, Webhook
 
 from .test_rollout_object import SPEC, World
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrader.core.states import (
+from upgrader.core.model.states import (
     DRAIN_SKIP_LABEL,
     OPERATOR_INITIAL_UNSCHEDULABLE,
     OPERATOR_WAIT_START,

@@ -9,7 +9,7 @@ import time
 
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import Policy
+from upgrader.core.policy.policy import Policy
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build

@@ -5,7 +5,7 @@ with room rather than on a tainted one with more (docs/policy.md#taint-pending-n
 
 from __future__ import annotations
 
-from upgrader.core.pending_taint import KEY
+from upgrader.core.rollout.pending_taint import KEY
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from upgrader.commands.cli import main
-from upgrader.core.states import IN_PROGRESS
+from upgrader.core.model.states import IN_PROGRESS
 
 from .test_rollout_object import SPEC, World
 

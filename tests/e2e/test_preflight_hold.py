@@ -14,8 +14,8 @@ from upgrader.controller.loop import Controller
 from upgrader.controller.preflight_source import PreflightFlags, PreflightSource, read_files
 from upgrader.controller.rollout_metrics import families
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import policy_from_mapping
-from upgrader.core.states import HELD_KIND, HELD_REASON, STATE_LABEL, State
+from upgrader.core.model.states import HELD_KIND, HELD_REASON, STATE_LABEL, State
+from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.inputs import ConfigError
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster

@@ -26,7 +26,7 @@ from kubernetes import client as k8s
 
 from tests.prometheus_tools import ROOT, Prometheus, binary, free_port, write_rules
 from upgrader.controller.metrics import transition_pairs
-from upgrader.core.states import STATE_LABEL, UNLABELLED
+from upgrader.core.model.states import STATE_LABEL, UNLABELLED
 from upgrader.sim.apiserver.kubeconfig import write_kubeconfig
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.controllers.settings import SimSettings

@@ -21,9 +21,9 @@ from tests.ops.test_rbac import Grant, _mixed_owners, allowed, grants, needed
 from upgrader.controller.intent import RolloutIntent
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
-from upgrader.core.actions import Event
-from upgrader.core.policy import Policy
-from upgrader.core.states import STATE_LABEL, State
+from upgrader.core.model.actions import Event
+from upgrader.core.model.states import STATE_LABEL, State
+from upgrader.core.policy.policy import Policy
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import watch_paths
 from upgrader.kube.client import api_client

@@ -25,7 +25,7 @@ import pytest
 from upgrader.controller.loop import Controller, PassReport
 from upgrader.controller.runner import start_watches
 from upgrader.controller.settings import load_policy
-from upgrader.core.states import STATE_LABEL, State
+from upgrader.core.model.states import STATE_LABEL, State
 from upgrader.sim.apiserver.faults import RequestRecord
 
 from .conftest import Rollout

@@ -18,10 +18,10 @@ from upgrader.controller.loop import Controller
 from upgrader.controller.preflight_source import PreflightSource
 from upgrader.controller.registry import Registry, docker_credentials, split_reference
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import policy_from_mapping
-from upgrader.core.preflight import ABSENT, PRESENT
-from upgrader.core.preflight_policy import RegistryCheck
-from upgrader.core.states import STATE_LABEL
+from upgrader.core.fleet.preflight import ABSENT, PRESENT
+from upgrader.core.model.states import STATE_LABEL
+from upgrader.core.policy.policy import policy_from_mapping
+from upgrader.core.policy.preflight_policy import RegistryCheck
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.builders import DRIVER_REPO, NEW_DRIVER, OPERATOR_NS, driver_tag

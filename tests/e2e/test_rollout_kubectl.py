@@ -18,8 +18,8 @@ from kubernetes import client as k8s
 
 from upgrader.controller.runner import attach_rollout, build_controller
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import Policy
-from upgrader.core.states import IN_PROGRESS, State
+from upgrader.core.model.states import IN_PROGRESS, State
+from upgrader.core.policy.policy import Policy
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 from upgrader.sim.proving.invariants import RolloutRecorder

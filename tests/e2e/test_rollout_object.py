@@ -14,8 +14,8 @@ import yaml
 from upgrader.controller.intent import RolloutIntent
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import Policy
-from upgrader.core.states import IN_PROGRESS, State
+from upgrader.core.model.states import IN_PROGRESS, State
+from upgrader.core.policy.policy import Policy
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.catalog import DEFAULT_NODES
@@ -174,7 +174,7 @@ def test_a_pause_in_the_old_control_configmap_is_carried_over_until_resume() -> 
 
 
 def test_paused_over_a_halt_is_both_paused_and_halted() -> None:
-    from upgrader.core.rollout_object import Verdict, conditions
+    from upgrader.core.policy.rollout_object import Verdict, conditions
 
     report = {"updated_at": "2026-12-03T10:00:00Z", "message": "paused", "halt_reason": "gpu-a-01 blocked in drain"}
     got = {c["type"]: c["status"] for c in conditions("Paused", report, Verdict(1, 1), [])}

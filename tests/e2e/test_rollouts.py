@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from upgrader.commands.cli import main
-from upgrader.core.states import (
+from upgrader.core.model.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
     BLOCKED_SINCE,

@@ -9,8 +9,8 @@ import copy
 
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import policy_from_mapping
-from upgrader.core.states import STATE_LABEL, State
+from upgrader.core.model.states import STATE_LABEL, State
+from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.controllers.driver import SAFE_LOAD_ANNOTATION, SAFE_LOAD_ENV

@@ -17,7 +17,7 @@ from kubernetes import client as k8s
 from upgrader.controller.loop import Controller
 from upgrader.controller.runner import build_controller, check_policy_against_cluster, make_cache, start_watches
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import Policy
+from upgrader.core.policy.policy import Policy
 from upgrader.kube.leader import LeaderElector
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build

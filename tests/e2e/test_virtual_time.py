@@ -8,9 +8,9 @@ from typing import Any
 
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import policy_from_mapping
-from upgrader.core.states import BLOCKED_SINCE, FAILED_AT, FAILED_REASON, STATE_LABEL, State
-from upgrader.core.timefmt import parse_rfc3339, rfc3339
+from upgrader.core.model.states import BLOCKED_SINCE, FAILED_AT, FAILED_REASON, STATE_LABEL, State
+from upgrader.core.model.timefmt import parse_rfc3339, rfc3339
+from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import DRIVER_REPO, NEW_DRIVER, UNBUILT_KERNEL, build, driver_tag

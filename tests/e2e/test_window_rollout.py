@@ -12,7 +12,7 @@ so that the node in progress at the close is not the last of its zone: while a z
 the status names the wait for that zone, which comes before the window's, as schedule.plan_starts
 orders its waits.)
 
-The window's times below are worked out by hand from the policy, not by upgrader.core.windows: the
+The window's times below are worked out by hand from the policy, not by upgrader.core.policy.windows: the
 test checks the controller against them. Passes run every virtual second (the makespan harness,
 `run_until_done`), idle ones skipped to the emulator's next timer. The window's opening and closing
 are no timers of the emulator's, so the test sets no-op timers at each boundary and one second
@@ -28,8 +28,8 @@ from typing import Any
 
 from upgrader.controller.loop import Controller, PassReport
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import Policy, policy_from_mapping
-from upgrader.core.states import IN_PROGRESS, STATE_LABEL, State
+from upgrader.core.model.states import IN_PROGRESS, STATE_LABEL, State
+from upgrader.core.policy.policy import Policy, policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.sim.apiserver.clock import VIRTUAL_EPOCH
 from upgrader.sim.cluster import EmulatedCluster

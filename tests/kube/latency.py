@@ -13,7 +13,7 @@ from typing import Any
 import urllib3
 from kubernetes import client as k8s
 
-from upgrader.core.timefmt import parse_rfc3339
+from upgrader.core.model.timefmt import parse_rfc3339
 from upgrader.kube.api import KubeApi
 from upgrader.kube.leader import LeaderElector
 from upgrader.sim.cluster import EmulatedCluster

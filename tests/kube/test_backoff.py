@@ -16,7 +16,7 @@ import pytest
 from upgrader.controller.loop import Controller, PassReport
 from upgrader.controller.runner import Health
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import Policy
+from upgrader.core.policy.policy import Policy
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.leader import LeaderElector
 from upgrader.kube.reachability import BACKOFF_CAP_SECONDS, Backoff, Reachability

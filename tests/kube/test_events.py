@@ -5,7 +5,7 @@ emulator's API server holds and the requests it saw."""
 from __future__ import annotations
 
 from upgrader.controller.settings import Settings
-from upgrader.core.actions import Event
+from upgrader.core.model.actions import Event
 from upgrader.kube.api import KubeApi
 from upgrader.kube.events import EventRecorder, event_name
 from upgrader.sim.cluster import EmulatedCluster

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from upgrader.core.timefmt import rfc3339_micro
+from upgrader.core.model.timefmt import rfc3339_micro
 from upgrader.kube.api import KubeApi
 from upgrader.kube.leader import LeaderElector
 from upgrader.sim.cluster import EmulatedCluster

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.timefmt import parse_rfc3339, rfc3339_micro
+from upgrader.core.model.timefmt import parse_rfc3339, rfc3339_micro
 from upgrader.sim.cluster import EmulatedCluster
 
 from .latency import SlowApi, elector

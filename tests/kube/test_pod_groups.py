@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from upgrader.core.views import PodView, pod_view
+from upgrader.core.model.views import PodView, pod_view
 from upgrader.kube.informer import Entry, Informer
 from upgrader.kube.pod_groups import PodsByNode
 

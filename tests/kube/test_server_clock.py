@@ -11,9 +11,9 @@ from kubernetes import client as k8s
 
 from upgrader.controller.runner import build_controller
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import policy_from_mapping
-from upgrader.core.states import STATE_LABEL, STATE_SINCE, State
-from upgrader.core.timefmt import parse_rfc3339
+from upgrader.core.model.states import STATE_LABEL, STATE_SINCE, State
+from upgrader.core.model.timefmt import parse_rfc3339
+from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.kube.server_clock import ServerClock, server_clock_of
 from upgrader.sim.cluster import EmulatedCluster

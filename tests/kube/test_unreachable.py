@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port as closed_port
-from upgrader.core.views import node_view
+from upgrader.core.model.views import node_view
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.client import api_client
 from upgrader.kube.informer import Informer

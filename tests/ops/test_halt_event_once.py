@@ -14,9 +14,9 @@ from upgrader.commands.cli import main
 from upgrader.controller.loop import Controller
 from upgrader.controller.runner import build_controller
 from upgrader.controller.settings import Settings
-from upgrader.core.actions import Event
-from upgrader.core.policy import Policy
-from upgrader.core.status import phase_events
+from upgrader.core.model.actions import Event
+from upgrader.core.policy.policy import Policy
+from upgrader.core.rollout.status import phase_events
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 

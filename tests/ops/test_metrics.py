@@ -11,8 +11,8 @@ from transitions import MachineError
 from upgrader import __version__
 from upgrader.controller.metrics import OUTCOMES, PASS_RESULTS, VERBS, Metrics, transition_pairs
 from upgrader.controller.rollout_metrics import GAUGES, RolloutCollector
-from upgrader.core.machine import FLAGS, TRIGGERS, fire
-from upgrader.core.states import STATE_COUNT_KEYS, UNLABELLED, State
+from upgrader.core.model.states import STATE_COUNT_KEYS, UNLABELLED, State
+from upgrader.core.node.machine import FLAGS, TRIGGERS, fire
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 STATUS: dict[str, Any] = {

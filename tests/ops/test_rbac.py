@@ -15,8 +15,8 @@ import yaml
 from upgrader.controller.intent import RolloutIntent
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
-from upgrader.core.actions import Event
-from upgrader.core.policy import policy_from_mapping
+from upgrader.core.model.actions import Event
+from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.kube.cache import watch_paths
 from upgrader.kube.events import EventRecorder
@@ -62,7 +62,7 @@ def allowed(need: Grant, granted: set[Grant]) -> Grant | None:
 
 def _mixed_owners(cluster: EmulatedCluster) -> None:
     """One driver DaemonSet an NVIDIADriver owns, the other owned by nothing: the interlocks then GET the
-    NVIDIADriver and LIST the ClusterPolicies (core/interlocks.py)."""
+    NVIDIADriver and LIST the ClusterPolicies (core/fleet/interlocks.py)."""
     driver = cluster.create("nvidiadrivers", {"metadata": {"name": "r550"}, "spec": {}}, None, "nvidia.com", "v1alpha1")
     owner = {"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver", "name": "r550",
              "uid": driver["metadata"]["uid"], "controller": True}

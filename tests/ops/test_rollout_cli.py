@@ -177,7 +177,7 @@ def test_a_spec_change_made_meanwhile_is_read_again_not_lost_or_refused(
     and another person acknowledges another failure: the 409 is met by reading the object again, and
     both acknowledgements stand."""
     from upgrader.commands import control
-    from upgrader.core.states import FAILED_AT, STATE_LABEL
+    from upgrader.core.model.states import FAILED_AT, STATE_LABEL
 
     failed = {"gpu-b-01": "2026-12-03T10:00:00Z", "gpu-b-02": "2026-12-03T10:01:00Z"}
     nodes = served.cluster.type("nodes")

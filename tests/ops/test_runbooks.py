@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from upgrader.core.runbooks import RUNBOOKS, runbook_for
+from upgrader.core.model.runbooks import RUNBOOKS, runbook_for
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 RUNBOOK_DIR = ROOT / "runbooks"

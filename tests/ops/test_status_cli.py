@@ -19,8 +19,8 @@ from tests.conftest import ctrl_c_reaches
 from upgrader.commands.cli import main
 from upgrader.controller.runner import build_controller
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import Policy
-from upgrader.core.states import State
+from upgrader.core.model.states import State
+from upgrader.core.policy.policy import Policy
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 

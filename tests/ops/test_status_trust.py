@@ -21,8 +21,8 @@ from upgrader.commands.cli import main
 from upgrader.controller.loop import Controller
 from upgrader.controller.runner import build_controller
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import Policy
-from upgrader.core.timefmt import rfc3339, rfc3339_micro
+from upgrader.core.model.timefmt import rfc3339, rfc3339_micro
+from upgrader.core.policy.policy import Policy
 from upgrader.kube.server_clock import server_clock_of
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from upgrader.core.images import parse_ledger
+from upgrader.core.compat.images import parse_ledger
 
 from .test_plan import ROOT, findings, node, plan
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from upgrader.commands.cli import main
-from upgrader.core.states import SKIP_LABEL
+from upgrader.core.model.states import SKIP_LABEL
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 

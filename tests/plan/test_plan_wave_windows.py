@@ -1,5 +1,5 @@
 """`upgrader plan --wave-duration`: which wave starts in which maintenance window, walked forward from now
-(upgrader/core/wave_windows.py; docs/policy.md "Maintenance windows")."""
+(upgrader/core/plan/wave_windows.py; docs/policy.md "Maintenance windows")."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from upgrader.commands import handlers as commands
 from upgrader.commands.cli import main
-from upgrader.core import wave_windows
-from upgrader.core.states import STATE_LABEL
-from upgrader.core.timefmt import parse_rfc3339
-from upgrader.core.wave_windows import predict
-from upgrader.core.windows import Verdict, Window, verdict
+from upgrader.core.model.states import STATE_LABEL
+from upgrader.core.model.timefmt import parse_rfc3339
+from upgrader.core.plan import wave_windows
+from upgrader.core.plan.wave_windows import predict
+from upgrader.core.policy.windows import Verdict, Window, verdict
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 

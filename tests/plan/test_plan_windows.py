@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from upgrader.commands import handlers as commands
-from upgrader.core.timefmt import parse_rfc3339
+from upgrader.core.model.timefmt import parse_rfc3339
 
 from .test_plan_budgets import plan
 

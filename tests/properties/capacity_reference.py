@@ -1,13 +1,13 @@
-"""The room model as it was before core/room.py (issue 24): every node judged by scanning the whole
+"""The room model as it was before core/node/gpu_room.py (issue 24): every node judged by scanning the whole
 fleet for each pod. Kept here only as the oracle the property test compares the fast model with."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from upgrader.core.capacity import NOT_RECREATED, _amounts, _some
-from upgrader.core.placement import may_land
-from upgrader.core.views import NodeView, PodView
+from upgrader.core.model.placement import may_land
+from upgrader.core.model.views import NodeView, PodView
+from upgrader.core.node.capacity import NOT_RECREATED, _amounts, _some
 
 
 def _unavailable_reason(node: NodeView, together: Collection[str], together_why: str) -> str | None:

@@ -14,8 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from upgrader.core.policy import OnNodeFailure, Policy
-from upgrader.core.states import (
+from upgrader.core.model.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
     BLOCKED_SINCE,
@@ -26,7 +25,8 @@ from upgrader.core.states import (
     UNLABELLED,
     State,
 )
-from upgrader.core.timefmt import parse_or_none
+from upgrader.core.model.timefmt import parse_or_none
+from upgrader.core.policy.policy import OnNodeFailure, Policy
 from upgrader.sim.proving.recording import domain_order
 
 from .world import PassResult, World

@@ -4,7 +4,7 @@ applies it (state machine edges, a node's turn to start, cordons, evictions, del
 
 from __future__ import annotations
 
-from upgrader.core.actions import (
+from upgrader.core.model.actions import (
     Action,
     Annotate,
     DeletePod,
@@ -15,8 +15,7 @@ from upgrader.core.actions import (
     Transition,
     WriteStatus,
 )
-from upgrader.core.policy import Policy
-from upgrader.core.states import (
+from upgrader.core.model.states import (
     FAILED_AT,
     FAILED_DRIVER_POD,
     FAILED_REASON,
@@ -26,8 +25,9 @@ from upgrader.core.states import (
     SINCE_STATE,
     STATE_SINCE,
 )
-from upgrader.core.timefmt import parse_or_none
-from upgrader.core.views import HASH_LABEL
+from upgrader.core.model.timefmt import parse_or_none
+from upgrader.core.model.views import HASH_LABEL
+from upgrader.core.policy.policy import Policy
 
 from .invariants import CORDONED, SKIPPED_EDGES, S, domain_sequence, edges, halt_causes, settled
 from .world import World

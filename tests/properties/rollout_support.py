@@ -9,9 +9,9 @@ import os
 from hypothesis import HealthCheck
 from hypothesis import strategies as st
 
-from upgrader.core.actions import Annotate, Result, Transition
-from upgrader.core.policy import Policy
-from upgrader.core.states import BLOCKED_KIND, IN_PROGRESS, State
+from upgrader.core.model.actions import Annotate, Result, Transition
+from upgrader.core.model.states import BLOCKED_KIND, IN_PROGRESS, State
+from upgrader.core.policy.policy import Policy
 
 from .invariants import domain_sequence
 from .world import World

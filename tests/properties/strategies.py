@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from upgrader.core.policy import Policy, policy_from_mapping
+from upgrader.core.policy.policy import Policy, policy_from_mapping
 
 from .world_objects import JOB_SELECTOR, FleetSpec, NodeSpec, WorkloadSpec
 

@@ -1,6 +1,6 @@
 """What a pass derives from the whole fleet (the fleet split, the census, detect's quiet nodes),
-carried between passes and updated from the nodes that changed (core/node_facts.py `derived`,
-core/census.py `recount`), and within a pass from the nodes its own writes changed
+carried between passes and updated from the nodes that changed (core/node/facts.py `derived`,
+core/rollout/census.py `recount`), and within a pass from the nodes its own writes changed
 (rollout.project): on random fleets changed at random, exactly what is worked out from scratch."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.core.factories import NEW, OLD, T0, driver_pod, node, policy, snapshot
-from upgrader.core.actions import Annotate, Transition
-from upgrader.core.census import census
-from upgrader.core.detect import detect
-from upgrader.core.fleet import fleet
-from upgrader.core.node_facts import FactsCarry
-from upgrader.core.rollout import project
-from upgrader.core.states import HELD_KIND, SKIP_LABEL, State
-from upgrader.core.views import NodeView, PodView, Snapshot
+from upgrader.core.fleet.managed import fleet
+from upgrader.core.model.actions import Annotate, Transition
+from upgrader.core.model.states import HELD_KIND, SKIP_LABEL, State
+from upgrader.core.model.views import NodeView, PodView, Snapshot
+from upgrader.core.node.facts import FactsCarry
+from upgrader.core.rollout.census import census
+from upgrader.core.rollout.detect import detect
+from upgrader.core.rollout.stepping import project
 
 NAMES = [f"n{i}" for i in range(7)]
 STATES = [None, State.UPGRADE_REQUIRED, State.CORDON_REQUIRED, State.DRAIN_REQUIRED, State.DONE, State.FAILED]

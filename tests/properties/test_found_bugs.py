@@ -1,16 +1,16 @@
 """Deterministic reproductions of core bugs the property searches found, kept as regression tests.
 
 - nodes_by_state left out nodes without a state label, so with autoUpgrade: false it summed to 0
-  (upgrader/core/status.py; now counted under "unlabelled").
+  (upgrader/core/rollout/status.py; now counted under "unlabelled").
 - a newer driver revision released while a node was in validation-required was waited for until
-  validation.timeoutSeconds failed the node (upgrader/core/steps.py validate; now the node goes back
+  validation.timeoutSeconds failed the node (upgrader/core/node/steps.py validate; now the node goes back
   to pod-restart-required).
 """
 
 from __future__ import annotations
 
-from upgrader.core.policy import policy_from_mapping
-from upgrader.core.states import FAILED_REASON, UNLABELLED, State
+from upgrader.core.model.states import FAILED_REASON, UNLABELLED, State
+from upgrader.core.policy.policy import policy_from_mapping
 
 from .invariants import check_pass, check_state, open_violations
 from .invariants_audit import Audit

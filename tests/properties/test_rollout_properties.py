@@ -28,8 +28,8 @@ from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from upgrader.core.policy import Policy
-from upgrader.core.states import STARTED_AT, STATE_SINCE, WAS_UNSCHEDULABLE, State
+from upgrader.core.model.states import STARTED_AT, STATE_SINCE, WAS_UNSCHEDULABLE, State
+from upgrader.core.policy.policy import Policy
 
 from .invariants import check_pass, check_state, open_violations
 from .invariants_audit import Audit

@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
-from upgrader.core.policy import Policy
-from upgrader.core.states import State
+from upgrader.core.model.states import State
+from upgrader.core.policy.policy import Policy
 
 from .invariants import check_pass, check_state, max_unavailable, open_violations
 from .invariants_audit import Audit

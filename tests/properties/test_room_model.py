@@ -1,4 +1,4 @@
-"""The fast room model (core/room.py) says exactly what the whole-fleet scan said (capacity_reference.py),
+"""The fast room model (core/node/gpu_room.py) says exactly what the whole-fleet scan said (capacity_reference.py),
 on random fleets: nodes cordoned, not Ready, tainted, with GPUs, MIG slices or both; pods with selectors,
 affinities (readable or not), tolerations, one resource or two; judged with random wave mates."""
 
@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.properties.capacity_reference import reference_shortage
-from upgrader.core.capacity import shortage
-from upgrader.core.placement import Taint, Toleration
-from upgrader.core.room import Room
-from upgrader.core.views import NodeView, PodView
+from upgrader.core.model.placement import Taint, Toleration
+from upgrader.core.model.views import NodeView, PodView
+from upgrader.core.node.capacity import shortage
+from upgrader.core.node.gpu_room import Room
 
 GPU, MIG = "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"
 TAINTS = [(), (Taint("gpu", "true", "NoSchedule"),), (Taint("maint", "", "NoExecute"),),

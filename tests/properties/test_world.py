@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from upgrader.core.actions import DeletePod, Evict, Result, SetUnschedulable, Transition
-from upgrader.core.states import STATE_LABEL, State
+from upgrader.core.model.actions import DeletePod, Evict, Result, SetUnschedulable, Transition
+from upgrader.core.model.states import STATE_LABEL, State
 
 from .world import World
 from .world_objects import DRIVER, WORKLOAD, FleetSpec, NodeSpec, WorkloadSpec

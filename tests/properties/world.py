@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
 
-from upgrader.core.actions import Action, Event, Evict, Outcome, Result
-from upgrader.core.policy import Policy
-from upgrader.core.reconcile import reconcile
-from upgrader.core.states import REQUESTED_ANNOTATION, SKIP_LABEL
+from upgrader.core.model.actions import Action, Event, Evict, Outcome, Result
+from upgrader.core.model.states import REQUESTED_ANNOTATION, SKIP_LABEL
+from upgrader.core.policy.policy import Policy
+from upgrader.core.rollout.reconcile import reconcile
 
 from .world_actors import WorldActors
 from .world_carry import Carried, check_same_decisions

@@ -4,7 +4,7 @@ ReplicaSet controllers, the scheduler, and people (cordons, labels, budgets, dri
 
 from __future__ import annotations
 
-from upgrader.core.states import (
+from upgrader.core.model.states import (
     FAILED_AT,
     IN_PROGRESS,
     REQUESTED_ANNOTATION,
@@ -13,7 +13,7 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
-from upgrader.core.views import HASH_LABEL
+from upgrader.core.model.views import HASH_LABEL
 
 from .world_apiserver import WorldApiServer
 from .world_objects import (

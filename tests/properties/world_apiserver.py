@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from upgrader.core.actions import (
+from upgrader.core.model.actions import (
     Action,
     Annotate,
     DeletePod,
@@ -17,7 +17,7 @@ from upgrader.core.actions import (
     Transition,
     WriteStatus,
 )
-from upgrader.core.states import IN_PROGRESS, STATE_LABEL, State
+from upgrader.core.model.states import IN_PROGRESS, STATE_LABEL, State
 
 from .world_objects import CUDA_LABELS, DRIVER, GPUS, VALIDATOR, WNode, WPod
 from .world_state import WorldState

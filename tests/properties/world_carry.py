@@ -1,4 +1,4 @@
-"""The controller's carry (core/node_facts.py) in the property world: each pass reads views that stay
+"""The controller's carry (core/node/facts.py) in the property world: each pass reads views that stay
 the same objects while the node or pod is unchanged, as the watch-fed copy hands them out, and keeps
 a FactsCarry from pass to pass as `Controller` does. Before each pass the carried snapshot's
 decisions are held equal to those of a fresh one: what the carry saves must never change an answer."""
@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from upgrader.core.detect import detect
-from upgrader.core.fleet import fleet
-from upgrader.core.node_facts import FactsCarry
-from upgrader.core.policy import Policy
-from upgrader.core.starts import acknowledged_failures
-from upgrader.core.status import rollout_status
-from upgrader.core.views import NodeView, PodView, Snapshot
+from upgrader.core.fleet.managed import fleet
+from upgrader.core.model.views import NodeView, PodView, Snapshot
+from upgrader.core.node.facts import FactsCarry
+from upgrader.core.policy.policy import Policy
+from upgrader.core.rollout.detect import detect
+from upgrader.core.rollout.starts import acknowledged_failures
+from upgrader.core.rollout.status import rollout_status
 
 V = TypeVar("V", NodeView, PodView)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from upgrader.core.states import SKIP_LABEL, STATE_LABEL, State
+from upgrader.core.model.states import SKIP_LABEL, STATE_LABEL, State
 
 T0 = 1_700_000_000  # every clock in the world is whole seconds from here (annotations are seconds)
 NS = "default"

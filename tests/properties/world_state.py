@@ -7,11 +7,11 @@ from __future__ import annotations
 from itertools import count
 from typing import Any
 
-from upgrader.core.actions import Event
-from upgrader.core.selectors import parse_label_selector
-from upgrader.core.states import IN_PROGRESS
-from upgrader.core.steps import NEEDS_PODS
-from upgrader.core.views import HASH_LABEL, Control, DriverSet, NodeView, PdbView, PodView, Snapshot
+from upgrader.core.model.actions import Event
+from upgrader.core.model.selectors import parse_label_selector
+from upgrader.core.model.states import IN_PROGRESS
+from upgrader.core.model.views import HASH_LABEL, Control, DriverSet, NodeView, PdbView, PodView, Snapshot
+from upgrader.core.node.steps import NEEDS_PODS
 
 from .world_objects import (
     DRIVER,

@@ -20,11 +20,11 @@ from typing import Any
 import yaml
 
 from tests.e2e.conftest import FAST_POLICY, FAST_SIM
-from upgrader.core.pending_taint import KEY as TAINT
-from upgrader.core.policy import Policy, policy_from_mapping
-from upgrader.core.rollout_object import GROUP, KIND, PLURAL, VERSION
-from upgrader.core.selectors import parse_label_selector as parse_selector
-from upgrader.core.states import IN_PROGRESS, STATE_LABEL, WAS_UNSCHEDULABLE, State
+from upgrader.core.model.selectors import parse_label_selector as parse_selector
+from upgrader.core.model.states import IN_PROGRESS, STATE_LABEL, WAS_UNSCHEDULABLE, State
+from upgrader.core.policy.policy import Policy, policy_from_mapping
+from upgrader.core.policy.rollout_object import GROUP, KIND, PLURAL, VERSION
+from upgrader.core.rollout.pending_taint import KEY as TAINT
 from upgrader.sim.apiserver.faults import FaultPlan
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.controllers.settings import SimSettings
@@ -269,7 +269,7 @@ class World:
         return found
 
     def tainted(self) -> list[str]:
-        """Nodes carrying our PreferNoSchedule taint (core/pending_taint.py), once the rollout is done
+        """Nodes carrying our PreferNoSchedule taint (core/rollout/pending_taint.py), once the rollout is done
         (the last pass's removals land a moment after the phase says Done)."""
         wait_for(lambda: not self._carriers(), 10)
         return self._carriers()
@@ -301,11 +301,11 @@ def world(tmp: Path, scenario: str = "healthy", faults: FaultPlan | None = None,
 
 
 def pool_parts(policy: Policy, cluster: EmulatedCluster, nodes: list[str]) -> list[tuple[str, Policy, list[str]]]:
-    """Each pool's name, policy and nodes, as the controller splits the fleet (core/pools.py); without
+    """Each pool's name, policy and nodes, as the controller splits the fleet (core/fleet/pool_shares.py); without
     pools, the whole fleet under the policy."""
     if not policy.pools:
         return [("", policy, list(nodes))]
-    from upgrader.core.pool_policy import DEFAULT_POOL
+    from upgrader.core.policy.pool_policy import DEFAULT_POOL
 
     labels = {n: ((cluster.get("nodes", n) or {}).get("metadata") or {}).get("labels") or {} for n in nodes}
     parts: dict[str, list[str]] = {}

@@ -30,7 +30,7 @@ from kubernetes import client as k8s
 
 from tests.e2e.conftest import fast_settings
 from upgrader.controller.runner import attach_rollout, build_controller, start_watches
-from upgrader.core.policy import Policy
+from upgrader.core.policy.policy import Policy
 from upgrader.sim.apiserver.faults import FaultPlan
 from upgrader.sim.proving.invariants import lease_handovers, writer_switches
 

@@ -23,8 +23,7 @@ from upgrader.controller.loop import Controller, PassReport
 from upgrader.controller.preflight_source import PreflightFiles
 from upgrader.controller.runner import attach_rollout, build_controller, start_watches
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import Policy, policy_from_mapping
-from upgrader.core.states import (
+from upgrader.core.model.states import (
     IN_PROGRESS,
     REQUESTED_ANNOTATION,
     SINCE_STATE,
@@ -33,7 +32,8 @@ from upgrader.core.states import (
     WAS_UNSCHEDULABLE,
     State,
 )
-from upgrader.core.views import Snapshot
+from upgrader.core.model.views import Snapshot
+from upgrader.core.policy.policy import Policy, policy_from_mapping
 from upgrader.sim.apiserver.backup import Backup
 from upgrader.sim.apiserver.errors import ApiError
 from upgrader.sim.apiserver.faults import FaultPlan

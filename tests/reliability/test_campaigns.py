@@ -7,9 +7,9 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from upgrader.core.policy import policy_from_mapping
-from upgrader.core.rollout_object import GROUP, PLURAL, VERSION
-from upgrader.core.states import FAILED_AT, STATE_LABEL, State
+from upgrader.core.model.states import FAILED_AT, STATE_LABEL, State
+from upgrader.core.policy.policy import policy_from_mapping
+from upgrader.core.policy.rollout_object import GROUP, PLURAL, VERSION
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 from upgrader.sim.proving.disturbed_audit import DisturbedAudit

@@ -15,9 +15,9 @@ import pytest
 
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
-from upgrader.core.actions import Transition
-from upgrader.core.policy import OnInsufficientCapacity, Policy, policy_from_mapping
-from upgrader.core.states import STATE_LABEL
+from upgrader.core.model.actions import Transition
+from upgrader.core.model.states import STATE_LABEL
+from upgrader.core.policy.policy import OnInsufficientCapacity, Policy, policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.kube.cache import ClusterCache
 from upgrader.sim.apiserver.faults import RequestRecord

@@ -20,7 +20,7 @@ from tests.reliability.test_pass_cost import Fleet
 from upgrader.commands.cli import main
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import policy_from_mapping
+from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.largefleet import kubectl_list, paused_rollout

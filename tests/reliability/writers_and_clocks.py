@@ -21,8 +21,8 @@ from random import Random
 from typing import Any
 
 from tests.conftest import required_binary
-from upgrader.core.rollout_object import GROUP, PLURAL, VERSION
-from upgrader.core.states import SINCE_STATE, STATE_LABEL, State
+from upgrader.core.model.states import SINCE_STATE, STATE_LABEL, State
+from upgrader.core.policy.rollout_object import GROUP, PLURAL, VERSION
 from upgrader.sim.apiserver.errors import ApiError
 from upgrader.sim.apiserver.faults import RequestRecord
 from upgrader.sim.apiserver.watch import Change

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client as k8s
 
 from upgrader.controller.settings import Settings
-from upgrader.core.actions import Event
+from upgrader.core.model.actions import Event
 from upgrader.kube.api import KubeApi
 from upgrader.kube.events import EventRecorder
 from upgrader.sim.apiserver.api import Request, Response

@@ -152,8 +152,8 @@ def test_tables_show_the_printer_columns(server: Server) -> None:
 
 def test_every_policy_key_has_a_place_in_the_schema() -> None:
     """A key the CRD does not know is pruned by the API server: the controller would never see it."""
-    from upgrader.core.policy import Policy
-    from upgrader.core.rollout_object import INTENT_KEYS
+    from upgrader.core.policy.policy import Policy
+    from upgrader.core.policy.rollout_object import INTENT_KEYS
 
     crd = yaml.safe_load(CRD.read_text())
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from upgrader.controller.settings import Settings
-from upgrader.core.states import STATE_LABEL
-from upgrader.core.views import NodeView, node_view, pod_view
+from upgrader.core.model.states import STATE_LABEL
+from upgrader.core.model.views import NodeView, node_view, pod_view
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache
 from upgrader.kube.informer import Informer

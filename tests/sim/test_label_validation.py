@@ -12,7 +12,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from tests.sim.builders import node_body, status_of
-from upgrader.core.labels import label_key_error, label_value_error
+from upgrader.core.model.labels import label_key_error, label_value_error
 from upgrader.sim.apiserver.api import Request
 from upgrader.sim.apiserver.errors import ApiError
 from upgrader.sim.cluster import EmulatedCluster

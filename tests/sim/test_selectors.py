@@ -1,4 +1,4 @@
-"""Table-driven tests of `upgrader.core.selectors`: what each selector form matches, and what is invalid."""
+"""Table-driven tests of `upgrader.core.model.selectors`: what each selector form matches, and what is invalid."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from upgrader.core.selectors import (
+from upgrader.core.model.selectors import (
     SelectorError,
     field_value,
     from_label_selector_object,

@@ -42,7 +42,7 @@ def _fleet_size(minimum: int) -> Callable[[str], int]:
 
 def _wave_duration(text: str) -> int:
     """`plan --wave-duration`: seconds, read as the policy reads a window's `duration`."""
-    from upgrader.core.windows import WindowError, parse_duration
+    from upgrader.core.policy.windows import WindowError, parse_duration
 
     try:
         return parse_duration(text)

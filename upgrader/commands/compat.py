@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from upgrader.core.compat import check, parse_floors, parse_release, parse_version
+from upgrader.core.compat.cuda import check, parse_floors, parse_release, parse_version
 
 EXIT_ADMITTED, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 

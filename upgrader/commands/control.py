@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from upgrader.commands.status import Refused, _given, _guarded, find_rollout, locate, read_status
 from upgrader.controller.settings import CONTROLLER_NAMESPACES, Settings, load_settings
-from upgrader.core.states import FAILED_AT, FAILED_REASON, FAILED_STATE, STATE_LABEL, State
+from upgrader.core.model.states import FAILED_AT, FAILED_REASON, FAILED_STATE, STATE_LABEL, State
 from upgrader.inputs import UsageError
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def _spec(api: KubeApi, obj: dict[str, Any], change: Callable[[dict[str, Any]], 
     command decides always rests on the spec it writes over. The object's name, as kubectl prints it."""
     from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-    from upgrader.core.rollout_object import object_name
+    from upgrader.core.policy.rollout_object import object_name
     from upgrader.kube.api import MERGE, ApiError
     from upgrader.kube.rollout_object import read_rollout, rollout_path
 
@@ -204,7 +204,7 @@ def acknowledge(args: argparse.Namespace) -> int:
 
 
 def _acknowledged_on(obj: dict[str, Any]) -> dict[str, str]:
-    from upgrader.core.rollout_object import read_intent
+    from upgrader.core.policy.rollout_object import read_intent
 
     return dict(read_intent(str(obj["metadata"]["name"]), obj).acknowledged)
 

@@ -19,7 +19,7 @@ from upgrader.commands.statusview import progress_line, render_table
 from upgrader.controller.loop import PassReport
 from upgrader.controller.runner import build_controller, check_policy_against_cluster, make_cache, start_watches
 from upgrader.controller.settings import Settings
-from upgrader.core.policy import Policy, policy_from_mapping
+from upgrader.core.policy.policy import Policy, policy_from_mapping
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.builders import NEW_DRIVER, OLD_DRIVER, OPERATOR_NS
 from upgrader.sim.fleets.scenarios import LEDGER_CONFIGMAP, ScenarioInfo, build

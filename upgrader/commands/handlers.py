@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from upgrader.controller.settings import Settings, load_policy, load_settings
-from upgrader.core.input_errors import printable
+from upgrader.core.model.input_errors import printable
 from upgrader.inputs import LEDGER_MAX_BYTES, MIB, PROFILES_MAX_BYTES, ConfigError, collector_paused, read_bounded
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from upgrader.controller.loop import Controller
     from upgrader.controller.preflight_source import PreflightFiles, PreflightFlags
-    from upgrader.core.policy import Policy
+    from upgrader.core.policy.policy import Policy
     from upgrader.kube.api import KubeApi
 
 # The Kubernetes client loads slowly; commands that do not talk to a cluster (plan --from-file,
@@ -97,7 +97,7 @@ class Start:
     def intent(self) -> str:
         """Where the intent comes from, for the first log line."""
         if self.settings.rollout is not None:
-            from upgrader.core.rollout_object import object_name
+            from upgrader.core.policy.rollout_object import object_name
 
             return f"rollout object {object_name(self.settings.rollout)}"
         return f"policy file {self.policy_path}" if self.policy_path else "default policy"
@@ -152,7 +152,7 @@ def _one_pass(controller: Controller, api: KubeApi, settings: Settings, policy_p
     """The pass of `run --once`, printing the status when it ran; None when every write went through,
     else what follows `run --once` in the line saying why not (` could not act: ...`)."""
     from upgrader.controller.runner import check_policy_against_cluster
-    from upgrader.core.actions import Result
+    from upgrader.core.model.actions import Result
     from upgrader.kube.api import ApiError
 
     try:
@@ -224,10 +224,10 @@ def plan(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from upgrader.commands import plan_source
     from upgrader.commands.planview import render_plan
-    from upgrader.core.compat import parse_floors, parse_version
-    from upgrader.core.images import parse_ledger
-    from upgrader.core.plan import PlanOptions, build_plan
-    from upgrader.core.profiles import load_profiles_text
+    from upgrader.core.compat.cuda import parse_floors, parse_version
+    from upgrader.core.compat.images import parse_ledger
+    from upgrader.core.compat.profiles import load_profiles_text
+    from upgrader.core.plan.report import PlanOptions, build_plan
 
     policy = load_policy(args.policy)
     settings = load_settings(namespace=getattr(args, "namespace", None), rollout=args.rollout)
@@ -308,7 +308,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _rollout_policy(api: KubeApi, name: str) -> Policy:
     """`plan --rollout NAME`: the object's spec as the policy (its newest generation, judged as the
     controller judges it); not there, or a spec the controller would refuse: exit 2, one line."""
-    from upgrader.core.rollout_object import read_intent
+    from upgrader.core.policy.rollout_object import read_intent
     from upgrader.kube.rollout_object import RolloutMissing, read_rollout
 
     try:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from upgrader.core.input_errors import printable
-from upgrader.core.timefmt import parse_or_none, rfc3339
+from upgrader.core.model.input_errors import printable
+from upgrader.core.model.timefmt import parse_or_none, rfc3339
 
 STALE = "this status may be stale"
 # A renewTime further than this ahead of the API server's clock is clock skew, not a fresh renewal: the

@@ -34,7 +34,7 @@ def log_format(flag: str | None) -> str:
     if value is None or value == "":
         return "text"
     if value not in LOG_FORMATS:
-        from upgrader.core.input_errors import printable
+        from upgrader.core.model.input_errors import printable
         from upgrader.inputs import ConfigError
 
         expected = " or ".join(LOG_FORMATS)

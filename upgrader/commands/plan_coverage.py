@@ -20,9 +20,9 @@ from collections.abc import Collection, Sequence, Set
 from typing import Any
 
 from upgrader.controller.settings import Settings
-from upgrader.core.driver_selectors import gpu_nodes
-from upgrader.core.fleet import fleet
-from upgrader.core.views import Snapshot
+from upgrader.core.fleet.managed import fleet
+from upgrader.core.fleet.nvidia_drivers import gpu_nodes
+from upgrader.core.model.views import Snapshot
 from upgrader.inputs import ConfigError
 
 Obj = dict[str, Any]

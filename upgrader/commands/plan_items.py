@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrader.core.input_errors import printable
+from upgrader.core.model.input_errors import printable
 
 
 def show(value: Any) -> str:

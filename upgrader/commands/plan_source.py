@@ -12,16 +12,16 @@ import yaml
 from upgrader.commands import plan_coverage
 from upgrader.commands.plan_items import item_problem, show
 from upgrader.controller.settings import Settings
-from upgrader.core.driver_selectors import DriverResource, driver_resource
-from upgrader.core.fleet import fleet
-from upgrader.core.gpupods import claim_index
-from upgrader.core.input_errors import printable, yaml_where
-from upgrader.core.interlocks import CLUSTER_POLICY, NVIDIA_DRIVER, judge, operator_upgrade
-from upgrader.core.placement import asks_for_gpus
-from upgrader.core.policy import Policy
-from upgrader.core.policy_fleet import fleet_problem, refusal
-from upgrader.core.selectors import SelectorError, parse_label_selector
-from upgrader.core.views import Snapshot, driver_set, node_view, pdb_view, pod_view
+from upgrader.core.fleet.interlocks import CLUSTER_POLICY, NVIDIA_DRIVER, judge, operator_upgrade
+from upgrader.core.fleet.managed import fleet
+from upgrader.core.fleet.nvidia_drivers import DriverResource, driver_resource
+from upgrader.core.model.gpupods import claim_index
+from upgrader.core.model.input_errors import printable, yaml_where
+from upgrader.core.model.placement import asks_for_gpus
+from upgrader.core.model.selectors import SelectorError, parse_label_selector
+from upgrader.core.model.views import Snapshot, driver_set, node_view, pdb_view, pod_view
+from upgrader.core.plan.policy_fit import fleet_problem, refusal
+from upgrader.core.policy.policy import Policy
 from upgrader.inputs import FROM_FILE_MAX_MIB, MIB, ConfigError, read_bounded
 
 if TYPE_CHECKING:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from upgrader.core.findings import BLOCKING
-from upgrader.core.plan import Plan
-from upgrader.core.timefmt import rfc3339
-from upgrader.core.wave_windows import MISSING, Prediction, note, span
-from upgrader.core.windows import YEARS, Verdict, local_text
+from upgrader.core.model.findings import BLOCKING
+from upgrader.core.model.timefmt import rfc3339
+from upgrader.core.plan.report import Plan
+from upgrader.core.plan.wave_windows import MISSING, Prediction, note, span
+from upgrader.core.policy.windows import YEARS, Verdict, local_text
 
 
 def window_line(window: Verdict) -> str:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from upgrader.commands.liveness import ControllerSeen, judge_lease, unreadable
 from upgrader.commands.statusview import render_table, render_watch
 from upgrader.controller.settings import CONTROLLER_NAMESPACES, Settings, load_settings
-from upgrader.core.rollout_object import object_name
+from upgrader.core.policy.rollout_object import object_name
 from upgrader.inputs import ConfigError
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def find_rollout(api: KubeApi, args: argparse.Namespace) -> dict[str, Any] | Non
     """The DriverRollout these commands act on: `--rollout` (or UPGRADER_ROLLOUT), else the only one
     the cluster has (said on stderr); None where it has none or does not serve the CRD, and the
     ConfigMaps of `run --policy` are read instead. Several, none named: refused (exit 2)."""
-    from upgrader.core.rollout_object import RESOURCE
+    from upgrader.core.policy.rollout_object import RESOURCE
     from upgrader.kube.rollout_object import GROUP_VERSION_PATH, read_rollout
     from upgrader.kube.rollout_object import RolloutMissing as Missing
 

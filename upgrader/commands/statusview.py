@@ -6,8 +6,8 @@ import textwrap
 from typing import Any
 
 from upgrader.commands.liveness import ControllerSeen, ago
-from upgrader.core.states import STATE_COUNT_KEYS, UNLABELLED, State
-from upgrader.core.timefmt import parse_or_none
+from upgrader.core.model.states import STATE_COUNT_KEYS, UNLABELLED, State
+from upgrader.core.model.timefmt import parse_or_none
 
 SHORT = {
     State.UPGRADE_REQUIRED.value: "required",

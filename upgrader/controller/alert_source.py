@@ -1,5 +1,5 @@
 """Observe for the alert gate: ask Prometheus which alerts fire, once per pass, and hand the core plain
-data (core/alert_gate.py decides).
+data (core/policy/alert_gate.py decides).
 
 `GET <prometheusURL>/api/v1/alerts`, with the policy's timeout and no retries: the next pass asks
 again. Only alerts in state "firing" count (pending ones have not fired yet). Whatever goes wrong is
@@ -15,7 +15,8 @@ from typing import Any
 
 import urllib3
 
-from upgrader.core.alert_gate import Alert, AlertGate, AlertReading
+from upgrader.core.model.alerts import Alert, AlertReading
+from upgrader.core.policy.alert_gate import AlertGate
 
 ALERTS_PATH = "/api/v1/alerts"
 MAX_BYTES = 16 * 1024 * 1024  # a Prometheus with this much firing is not one to trust the answer of

@@ -18,10 +18,11 @@ from typing import Any
 from upgrader import __version__
 from upgrader.controller.preflight_source import PreflightFiles, PreflightFlags, read_files
 from upgrader.controller.settings import Settings
-from upgrader.core.fleet import fleet
-from upgrader.core.policy import Policy, policy_from_mapping
-from upgrader.core.policy_fleet import fleet_problem
-from upgrader.core.rollout_object import (
+from upgrader.core.fleet.managed import fleet
+from upgrader.core.model.views import Control, Snapshot
+from upgrader.core.plan.policy_fit import fleet_problem
+from upgrader.core.policy.policy import Policy, policy_from_mapping
+from upgrader.core.policy.rollout_object import (
     Intent,
     Verdict,
     Writer,
@@ -31,7 +32,6 @@ from upgrader.core.rollout_object import (
     read_intent,
     settled,
 )
-from upgrader.core.views import Control, Snapshot
 from upgrader.inputs import ConfigError
 from upgrader.kube.api import KubeApi
 from upgrader.kube.rollout_object import read_rollout, write_rollout_status

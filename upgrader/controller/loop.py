@@ -16,13 +16,13 @@ from upgrader.controller.intent import RolloutIntent
 from upgrader.controller.notifier import Notifier
 from upgrader.controller.preflight_source import PreflightFiles, PreflightSource
 from upgrader.controller.settings import Settings
-from upgrader.core.actions import Action, Event, Outcome, Result, Transition
-from upgrader.core.events import waiting_line
-from upgrader.core.node_facts import FactsCarry
-from upgrader.core.notices import notices, staged_canary
-from upgrader.core.policy import OnInsufficientCapacity, Policy
-from upgrader.core.reconcile import reconcile
-from upgrader.core.timefmt import rfc3339
+from upgrader.core.model.actions import Action, Event, Outcome, Result, Transition
+from upgrader.core.model.timefmt import rfc3339
+from upgrader.core.node.facts import FactsCarry
+from upgrader.core.policy.notices import notices, staged_canary
+from upgrader.core.policy.policy import OnInsufficientCapacity, Policy
+from upgrader.core.rollout.node_events import waiting_line
+from upgrader.core.rollout.reconcile import reconcile
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.apply import Applier
 from upgrader.kube.cache import ClusterCache
@@ -98,7 +98,7 @@ class _Writer:
         `reason`, commands/logs.py): its state label after the pass's writes (a transition's: its
         target), and the reason `status` shows for it (failed, blocked or held), or the failed write's.
         """
-        from upgrader.core.states import BLOCKED_REASON, FAILED_REASON, HELD_REASON, STATE_LABEL, State
+        from upgrader.core.model.states import BLOCKED_REASON, FAILED_REASON, HELD_REASON, STATE_LABEL, State
 
         action = outcome.action
         node: str | None = getattr(action, "node", None)
@@ -172,19 +172,19 @@ class Controller:
         # How `run` waits (tests put a virtual clock here) and draws its backoff's jitter.
         self.wait: Callable[[threading.Event, float], bool] = lambda event, seconds: event.wait(seconds)
         self.rng = random.Random()
-        # With an alertGate in the policy: asked once per pass, before deciding (core/alert_gate.py).
+        # With an alertGate in the policy: asked once per pass, before deciding (core/policy/alert_gate.py).
         gate = policy.alert_gate
         self.alerts: PrometheusAlerts | None = PrometheusAlerts(gate) if gate is not None else None
-        # What a start is judged by before it is made, as `plan` judges it (core/preflight.py).
+        # What a start is judged by before it is made, as `plan` judges it (core/fleet/preflight.py).
         self.preflight = preflight
-        # Each node's facts from earlier passes, reused while the node is unchanged (core/node_facts.py).
+        # Each node's facts from earlier passes, reused while the node is unchanged (core/node/facts.py).
         self.carry = FactsCarry()
         # `upgrader run` (its own process) sets it: once every copy has listed, the heap is frozen.
         self.freeze_heap = False
         # `run --rollout NAME`: the DriverRollout object, read every pass (controller/intent.py);
         # None: the policy given at start, and the control ConfigMap (`run --policy FILE`).
         self.intent: RolloutIntent | None = None
-        # The policy's webhooks (core/notices.py): a thread of its own, started with the first notice.
+        # The policy's webhooks (core/policy/notices.py): a thread of its own, started with the first notice.
         self.notifier: Notifier | None = None
 
     def adopt(self, policy: Policy, files: PreflightFiles) -> None:

@@ -19,9 +19,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from upgrader import __version__
 from upgrader.controller.rollout_metrics import RolloutCollector
-from upgrader.core.detect import FIRST_LABELS
-from upgrader.core.machine import edges
-from upgrader.core.states import UNLABELLED, State
+from upgrader.core.model.states import UNLABELLED, State
+from upgrader.core.node.machine import edges
+from upgrader.core.rollout.detect import FIRST_LABELS
 
 STATE_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400)
 PASS_RESULTS = ("ok", "error", "not_leader", "stale_lease")

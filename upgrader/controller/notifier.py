@@ -1,4 +1,4 @@
-"""Sends the pass's notices (core/notices.py) to the policy's webhooks, off the pass: the pass puts
+"""Sends the pass's notices (core/policy/notices.py) to the policy's webhooks, off the pass: the pass puts
 them on a queue and goes on; one thread POSTs each, retried with tenacity (exponential, 5 tries,
 at most about a minute), and says in the log what could not be sent. A queue that is full (a
 receiver away for long) drops the newest, said once. Nothing here ever blocks or fails a pass."""
@@ -17,7 +17,7 @@ from typing import Any
 
 from tenacity import Retrying, stop_after_attempt, wait_exponential
 
-from upgrader.core.notices import Notice, Webhook
+from upgrader.core.policy.notices import Notice, Webhook
 
 log = logging.getLogger("upgrader.notify")
 QUEUED = 1000  # notices waiting to be sent, at most

@@ -3,7 +3,7 @@
 Files (policy keys or `run --ledger/--profiles`) are read once, when the controller is built: a bad
 one is a ConfigError (exit 2, nothing written). ConfigMaps are read every pass (one GET each): one
 that is gone, unreadable or malformed this pass holds every node it would judge, and says why. The
-registry check asks only for the images of nodes at upgrade-required (core/preflight.py picks them),
+registry check asks only for the images of nodes at upgrade-required (core/fleet/preflight.py picks them),
 through a cache. A node's pods, for the CUDA check, are listed when the schedule judges that node.
 """
 
@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from upgrader.controller.registry import Credentials, Registry, docker_credentials
-from upgrader.core.compat import Floors, parse_floors
-from upgrader.core.images import parse_ledger
-from upgrader.core.policy import Policy
-from upgrader.core.preflight import Preflight, PreflightInputs, registry_references
-from upgrader.core.preflight_policy import InputSource
-from upgrader.core.profiles import Profile, load_profiles_text
-from upgrader.core.views import Snapshot
+from upgrader.core.compat.cuda import Floors, parse_floors
+from upgrader.core.compat.images import parse_ledger
+from upgrader.core.compat.profiles import Profile, load_profiles_text
+from upgrader.core.fleet.preflight import Preflight, PreflightInputs, registry_references
+from upgrader.core.model.views import Snapshot
+from upgrader.core.policy.policy import Policy
+from upgrader.core.policy.preflight_policy import InputSource
 from upgrader.inputs import LEDGER_MAX_BYTES, PROFILES_MAX_BYTES, ConfigError, read_bounded
 from upgrader.kube.api import ApiError, KubeApi
 

@@ -7,7 +7,7 @@ service and `repository:<repo>:pull` scope (anonymously, or with the credentials
 pull secrets, `kubernetes.io/dockerconfigjson`), then HEAD again with the token. A `Basic`
 challenge gets the credentials directly. Answers are cached (`cacheSeconds`); an answer the
 registry could not give (unreachable, refused, denied) is cached for a few seconds only, and holds
-the node meanwhile (core/preflight.py fails closed on it). One line says why, never an exception.
+the node meanwhile (core/fleet/preflight.py fails closed on it). One line says why, never an exception.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from urllib.parse import urlencode
 import urllib3
 
 from upgrader.controller.alert_source import failure_cause, flat_line
-from upgrader.core.preflight import ABSENT, PRESENT, RegistryAnswer
-from upgrader.core.preflight_policy import RegistryCheck
+from upgrader.core.fleet.preflight import ABSENT, PRESENT, RegistryAnswer
+from upgrader.core.policy.preflight_policy import RegistryCheck
 
 MANIFEST_TYPES = ", ".join(
     (

@@ -17,11 +17,11 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from upgrader.core.preflight import HOLD_KINDS
-from upgrader.core.states import IN_PROGRESS, STATE_COUNT_KEYS, State
-from upgrader.core.status import PHASES
-from upgrader.core.timefmt import parse_or_none
-from upgrader.core.waits import REASONS as WAIT_REASONS
+from upgrader.core.fleet.preflight import HOLD_KINDS
+from upgrader.core.model.states import IN_PROGRESS, STATE_COUNT_KEYS, State
+from upgrader.core.model.timefmt import parse_or_none
+from upgrader.core.rollout.status import PHASES
+from upgrader.core.rollout.waits import REASONS as WAIT_REASONS
 
 BLOCK_REASONS = (
     "pdb", "wait_for_jobs", "pod_deletion", "drain", "gpu_pods", "cordon_record", "driver_daemonset", "state_label"

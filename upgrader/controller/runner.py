@@ -18,13 +18,13 @@ from upgrader.controller.loop import Controller, PassReport
 from upgrader.controller.metrics import Metrics, MetricsServer
 from upgrader.controller.preflight_source import PreflightFiles, PreflightFlags, PreflightSource
 from upgrader.controller.settings import Settings
-from upgrader.core.fleet import fleet
-from upgrader.core.policy import OnInsufficientCapacity, Policy
-from upgrader.core.policy_fleet import fleet_problem, refusal, status_problem
-from upgrader.core.preflight import Preflight
-from upgrader.core.starts import hold_check
-from upgrader.core.states import State
-from upgrader.core.views import Snapshot
+from upgrader.core.fleet.managed import fleet
+from upgrader.core.fleet.preflight import Preflight
+from upgrader.core.model.states import State
+from upgrader.core.model.views import Snapshot
+from upgrader.core.plan.policy_fit import fleet_problem, refusal, status_problem
+from upgrader.core.policy.policy import OnInsufficientCapacity, Policy
+from upgrader.core.rollout.starts import hold_check
 from upgrader.inputs import ConfigError
 from upgrader.kube.api import ApiError, KubeApi
 from upgrader.kube.cache import ClusterCache

@@ -15,8 +15,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from upgrader.core.input_errors import one_line, printable
-from upgrader.core.policy import Policy, policy_from_mapping, selector_problem
+from upgrader.core.model.input_errors import one_line, printable
+from upgrader.core.policy.policy import Policy, policy_from_mapping, selector_problem
 from upgrader.inputs import FROM_FILE_MAX_MIB, POLICY_MAX_BYTES, ConfigError, load_yaml, read_bounded
 
 

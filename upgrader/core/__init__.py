@@ -1,2 +1,2 @@
-"""Pure decision code: plain data in, plain data out. Imports no API client, retry or metrics library.
-May import: nothing of upgrader; plain libraries only (transitions, pydantic, PyYAML), no clock, no I/O."""
+"""Pure decisions, in seven rooms that import only the rooms before them: model compat policy node fleet rollout plan.
+May import: nothing of upgrader; plain libraries (transitions, pydantic, PyYAML, croniter), no clock, no I/O."""

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from upgrader.core.actions import (
+from upgrader.core.model.actions import (
     Action,
     Annotate,
     DeletePod,
@@ -25,7 +25,7 @@ from upgrader.core.actions import (
     Transition,
     WriteStatus,
 )
-from upgrader.core.states import STATE_LABEL, State
+from upgrader.core.model.states import STATE_LABEL, State
 from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import JSON_PATCH, MERGE, ApiError, KubeApi
 from upgrader.kube.events import EventRecorder

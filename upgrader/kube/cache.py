@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from upgrader.core.views import NodeView, PdbView, PodView, node_view, pdb_view, pod_view
+from upgrader.core.model.views import NodeView, PdbView, PodView, node_view, pdb_view, pod_view
 from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import KubeApi
 from upgrader.kube.informer import Informer, Obj, start

@@ -19,7 +19,7 @@ from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import SERVICE_HOST_ENV_NAME, SERVICE_PORT_ENV_NAME, InClusterConfigLoader
 
-from upgrader.core.input_errors import printable
+from upgrader.core.model.input_errors import printable
 from upgrader.inputs import KUBECONFIG_MAX_BYTES, ClientConfigError, ConfigError, load_yaml, read_bounded
 
 __all__ = ["ClientConfigError", "api_client"]

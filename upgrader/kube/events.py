@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from upgrader.core.actions import Event
-from upgrader.core.timefmt import rfc3339, rfc3339_micro
+from upgrader.core.model.actions import Event
+from upgrader.core.model.timefmt import rfc3339, rfc3339_micro
 from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import MERGE, ApiError, KubeApi
 

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from upgrader.core.timefmt import rfc3339_micro
+from upgrader.core.model.timefmt import rfc3339_micro
 from upgrader.kube.api import ApiError, KubeApi
 
 Obj = dict[str, Any]

@@ -4,7 +4,7 @@ Grouping 15,000 driver pods by node anew every pass was a sixth of a pass's CPU 
 (bench/README.md), although between two passes hardly a driver pod changes. The watch-fed copy
 tells which pods changed since the grouping last read it (`Informer.read`); only their nodes' lists
 are built again, every other node keeps its very list (which is also what lets the carried node
-facts, core/node_facts.py, see at a glance that the node's pods did not change, and what keeps
+facts, core/node/facts.py, see at a glance that the node's pods did not change, and what keeps
 per-pass garbage from setting the cyclic collector scanning the heap).
 
 Each node's pods are ordered by key, so the grouping does not depend on the order events came in:
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from operator import is_
 
-from upgrader.core.views import PodView
+from upgrader.core.model.views import PodView
 from upgrader.kube.informer import Entry
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from upgrader.core.rollout_object import GROUP, PLURAL, RESOURCE, VERSION, object_name
+from upgrader.core.policy.rollout_object import GROUP, PLURAL, RESOURCE, VERSION, object_name
 from upgrader.kube.api import JSON_PATCH, MERGE, ApiError, KubeApi
 
 Obj = dict[str, Any]

@@ -1,7 +1,7 @@
 """The watch-fed copy of the fleet's GPU pods, for `gpuCapacity.onInsufficient: wait`.
 
 Judging a start against the room its evicted GPU pods would find needs, of every other node, the
-pods that take GPU or MIG resources on it (core/capacity.py). Reading every pod of the fleet for it
+pods that take GPU or MIG resources on it (core/node/capacity.py). Reading every pod of the fleet for it
 in a pass was 14 s of CPU and 3.2 GiB at 15,000 nodes and 450,000 pods (bench/README.md). This copy
 LISTs every pod once, in pages (each page's JSON freed once read), keeps only the pods that ask for
 a GPU or MIG resource or hold a ResourceClaim, and of those only what capacity reads of them; then
@@ -16,7 +16,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import cast
 
-from upgrader.core.views import NodeView, PodView, pod_view
+from upgrader.core.model.views import NodeView, PodView, pod_view
 from upgrader.kube.api import KubeApi
 from upgrader.kube.informer import Entry, Informer, Obj
 from upgrader.kube.pod_groups import PodsByNode

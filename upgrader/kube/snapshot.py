@@ -7,11 +7,10 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from upgrader.core.gpupods import GpuClaims, claim_index
-from upgrader.core.interlocks import CLUSTER_POLICY, NVIDIA_DRIVER, OperatorUpgrade, judge, operator_upgrade
-from upgrader.core.selectors import parse_label_selector
-from upgrader.core.steps import NEEDS_PODS
-from upgrader.core.views import (
+from upgrader.core.fleet.interlocks import CLUSTER_POLICY, NVIDIA_DRIVER, OperatorUpgrade, judge, operator_upgrade
+from upgrader.core.model.gpupods import GpuClaims, claim_index
+from upgrader.core.model.selectors import parse_label_selector
+from upgrader.core.model.views import (
     Control,
     DriverSet,
     Interlock,
@@ -23,6 +22,7 @@ from upgrader.core.views import (
     pdb_view,
     pod_view,
 )
+from upgrader.core.node.steps import NEEDS_PODS
 from upgrader.inputs import collector_paused
 from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import ApiError, KubeApi
@@ -44,7 +44,7 @@ def control_path(settings: Addresses) -> str:
 
 
 ACKNOWLEDGED_KEY = "acknowledged"  # JSON: node -> its gpu-upgrader.io/failed-at when acknowledged
-PROMOTED_KEY = "promoted"  # JSON: stage -> its finish when promoted (core/stages.py)
+PROMOTED_KEY = "promoted"  # JSON: stage -> its finish when promoted (core/rollout/stages.py)
 
 
 def read_control(api: KubeApi, settings: Addresses) -> Control:
@@ -174,7 +174,7 @@ def _take(
 
 def candidate_pods(api: KubeApi, node_pods: dict[str, list[PodView]]) -> Callable[[str], list[PodView]]:
     """`Snapshot.candidate_pods`: a node's pods, those the pass read already, else one LIST by node
-    name, kept for the pass (a pass reads only the candidates it judges: core/pdb_choice.py)."""
+    name, kept for the pass (a pass reads only the candidates it judges: core/fleet/pdb_choice.py)."""
     more: dict[str, list[PodView]] = {}
 
     def pods_of(name: str) -> list[PodView]:
@@ -220,7 +220,7 @@ OPERATOR_PATHS = {
 
 
 def read_interlocks(api: KubeApi, driver_sets: list[DriverSet]) -> tuple[Interlock, ...]:
-    """What stands between upgrader and the drivers (core/interlocks.py): the ClusterPolicy or
+    """What stands between upgrader and the drivers (core/fleet/interlocks.py): the ClusterPolicy or
     NVIDIADriver that owns each driver DaemonSet (one GET each; every ClusterPolicy, one LIST, for a
     DaemonSet no such object owns). One that is not there (404, or a CRD not served) holds nothing; one
     we may not read (403) means we cannot judge, and upgrader acts on no node."""

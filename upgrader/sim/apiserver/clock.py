@@ -6,7 +6,7 @@ import time
 from datetime import UTC, datetime
 from typing import Protocol
 
-from upgrader.core.timefmt import parse_rfc3339, rfc3339, rfc3339_micro
+from upgrader.core.model.timefmt import parse_rfc3339, rfc3339, rfc3339_micro
 
 __all__ = ["VIRTUAL_EPOCH", "Clock", "RealClock", "VirtualClock", "parse_rfc3339", "rfc3339", "rfc3339_micro"]
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from upgrader.core.selectors import SelectorError, parse_field_selector
+from upgrader.core.model.selectors import SelectorError, parse_field_selector
 from upgrader.sim.apiserver import errors
 from upgrader.sim.apiserver.event_checks import check_create
 from upgrader.sim.apiserver.listing import ListResult

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from upgrader.core.selectors import SelectorError, from_label_selector_object
+from upgrader.core.model.selectors import SelectorError, from_label_selector_object
 from upgrader.sim.apiserver import errors
 from upgrader.sim.apiserver.podutil import is_ready, is_terminal, is_terminating
 from upgrader.sim.apiserver.store import Store

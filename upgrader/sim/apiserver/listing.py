@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from upgrader.core.selectors import (
+from upgrader.core.model.selectors import (
     FieldRequirement,
     LabelSelector,
     SelectorError,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrader.core.gpupods import is_gpu_resource
+from upgrader.core.model.gpupods import is_gpu_resource
 
 Obj = dict[str, Any]
 

@@ -1,6 +1,6 @@
 """Label keys and values checked on every write, answered as kube-apiserver answers them.
 
-Whether a key or value is valid is `upgrader.core.labels`' rule (the one the controller and its
+Whether a key or value is valid is `upgrader.core.model.labels`' rule (the one the controller and its
 policy use); what a refusal says is apimachinery's (`IsQualifiedName`, `IsValidLabelValue`), word
 for word, in a 422 Invalid Status with one cause per broken rule, as kubectl prints it.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from upgrader.core.labels import label_key_error, label_value_error
+from upgrader.core.model.labels import label_key_error, label_value_error
 from upgrader.sim.apiserver import errors
 from upgrader.sim.apiserver.registry import ResourceType
 

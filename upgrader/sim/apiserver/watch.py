@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from upgrader.core.selectors import FieldRequirement, LabelSelector
+from upgrader.core.model.selectors import FieldRequirement, LabelSelector
 from upgrader.sim.apiserver import errors
 
 

@@ -17,7 +17,7 @@ import copy
 import json
 from typing import Any
 
-from upgrader.core.selectors import node_selector_matches
+from upgrader.core.model.selectors import node_selector_matches
 from upgrader.sim.apiserver.clock import rfc3339
 from upgrader.sim.apiserver.podutil import is_ready, is_terminating, node_of, set_ready
 from upgrader.sim.apiserver.store import NAME_ALPHABET, Store

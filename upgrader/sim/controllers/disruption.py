@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrader.core.selectors import SelectorError, from_label_selector_object
+from upgrader.core.model.selectors import SelectorError, from_label_selector_object
 from upgrader.sim.apiserver.clock import rfc3339
 from upgrader.sim.apiserver.eviction import compute_status
 from upgrader.sim.apiserver.store import Store

@@ -20,8 +20,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from upgrader.core.gpupods import claim_allocated_gpu, is_gpu_resource
-from upgrader.core.views import DIGEST_ENV, config_digest
+from upgrader.core.model.gpupods import claim_allocated_gpu, is_gpu_resource
+from upgrader.core.model.views import DIGEST_ENV, config_digest
 from upgrader.sim.apiserver.podutil import (
     CLAIMS,
     claim_names,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from upgrader.core.selectors import node_selector_matches
+from upgrader.core.model.selectors import node_selector_matches
 from upgrader.sim.apiserver.clock import rfc3339
 from upgrader.sim.apiserver.podutil import is_terminal, is_terminating, set_ready
 from upgrader.sim.apiserver.store import Store

@@ -7,7 +7,7 @@ A node that is not Ready carries the NoSchedule taint the node lifecycle control
 When no node fits, `place` words the PodScheduled message as `FitError.Error()` does, including the
 DefaultPreemption PostFilter's part (the emulator never preempts; see docs/emulator.md).
 
-Written apart from `upgrader.core.placement`/`capacity` on purpose: the emulator is the reference
+Written apart from `upgrader.core.model.placement`/`capacity` on purpose: the emulator is the reference
 those are tested against, so it must not share their code (or their mistakes).
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from upgrader.core.selectors import node_selector_matches
+from upgrader.core.model.selectors import node_selector_matches
 
 Obj = dict[str, Any]
 

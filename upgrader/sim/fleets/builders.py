@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from upgrader.core.gpupods import NVIDIA_DRA_DRIVER
-from upgrader.core.views import DIGEST_ENV
+from upgrader.core.model.gpupods import NVIDIA_DRA_DRIVER
+from upgrader.core.model.views import DIGEST_ENV
 from upgrader.sim.controllers.driver import compute_config_digest
 from upgrader.sim.controllers.settings import DRIVER_COMPONENT, DRIVER_COMPONENT_LABEL, GPU, VALIDATOR_APP
 from upgrader.sim.fleets.catalog import ZONES as ZONES  # re-exported: the fleets build in these zones

@@ -7,8 +7,8 @@ import itertools
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from upgrader.core.policy import OnNodeFailure, Policy
-from upgrader.core.states import FAILED_AT, IN_PROGRESS, WAS_UNSCHEDULABLE, State
+from upgrader.core.model.states import FAILED_AT, IN_PROGRESS, WAS_UNSCHEDULABLE, State
+from upgrader.core.policy.policy import OnNodeFailure, Policy
 from upgrader.sim.proving.recording import NO_DOMAIN, RESTORE, HistoryRecorder, Mark, NodeRecord, domain_order
 
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import itertools
 import math
 
-from upgrader.core.policy import Policy
-from upgrader.core.states import IN_PROGRESS, STATE_SINCE, State
-from upgrader.core.timefmt import parse_or_none as parse_rfc3339
+from upgrader.core.model.states import IN_PROGRESS, STATE_SINCE, State
+from upgrader.core.model.timefmt import parse_or_none as parse_rfc3339
+from upgrader.core.policy.policy import Policy
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.proving.disturbed_audit import DisturbedAuditor
 from upgrader.sim.proving.recording import NodeRecord

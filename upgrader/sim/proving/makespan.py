@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from upgrader.controller.loop import Controller, PassReport
-from upgrader.core.states import State
+from upgrader.core.model.states import State
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.controllers.settings import SimSettings
 from upgrader.sim.proving.invariants import RolloutRecorder

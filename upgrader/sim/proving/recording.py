@@ -10,12 +10,12 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from upgrader.core.policy import Policy
-from upgrader.core.rollout_object import GROUP as ROLLOUT_GROUP
-from upgrader.core.rollout_object import PLURAL as ROLLOUT_PLURAL
-from upgrader.core.rollout_object import VERSION as ROLLOUT_VERSION
-from upgrader.core.rollout_object import read_intent
-from upgrader.core.states import BLOCKED_KIND, State
+from upgrader.core.model.states import BLOCKED_KIND, State
+from upgrader.core.policy.policy import Policy
+from upgrader.core.policy.rollout_object import GROUP as ROLLOUT_GROUP
+from upgrader.core.policy.rollout_object import PLURAL as ROLLOUT_PLURAL
+from upgrader.core.policy.rollout_object import VERSION as ROLLOUT_VERSION
+from upgrader.core.policy.rollout_object import read_intent
 from upgrader.kube.snapshot import ACKNOWLEDGED_KEY, parse_acknowledged
 from upgrader.sim.apiserver.watch import Change
 from upgrader.sim.cluster import EmulatedCluster
@@ -30,7 +30,7 @@ RESTORE = "restore"  # `by` of the records a restored API server brings back
 def domain_order(present: Collection[str], policy: Policy) -> list[str]:
     """Domains present, in the order of `policy`: `order` first, the rest sorted, nodes without the
     label (NO_DOMAIN) last, the canary (default: the first in `order`) leading. The judges' own
-    reading of docs/policy.md, apart from the scheduler they judge (core/schedule.py)."""
+    reading of docs/policy.md, apart from the scheduler they judge (core/rollout/schedule.py)."""
     fd = policy.failure_domains
     sequence = [d for d in fd.order if d in present]
     sequence += sorted(d for d in present if d not in sequence and d != NO_DOMAIN)

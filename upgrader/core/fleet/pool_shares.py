@@ -1,0 +1,171 @@
+"""Pools side by side (policy `pools`, docs/policy.md#pools): which pool each node is in, the policy
+it starts under, and the rollout status of each pool and of the whole.
+
+A node is in the first pool that selects it (by label selector, by the driver DaemonSet that runs
+or would run on it, or by the NVIDIADriver owning that DaemonSet); the nodes no pool selects are
+the pool `default`, under the policy's own keys. Each pool has its own schedule (budgets, failure
+domains, canary, windows, promotion gate) and its own phase: a halt in one stops only that one
+unless `haltAcrossPools` is set. The pause, the alert gate, the interlocks and every node's steps
+are the whole rollout's. A pool's stages are named `<pool>:<stage>` (core/rollout/stages.py), so two pools
+with the same zones are promoted apart."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from upgrader.core.fleet.managed import Fleet
+from upgrader.core.model.findings import WARNING, Finding
+from upgrader.core.model.selectors import LabelSelector, parse_label_selector
+from upgrader.core.model.views import DriverSet, NodeView, Snapshot
+from upgrader.core.node.context import driver_set_for
+from upgrader.core.policy.policy import Policy
+from upgrader.core.policy.pool_policy import DEFAULT_POOL, Pool
+
+# What a pool's entry in the status keeps of its own status (the lists of nodes are the whole's).
+POOL_KEYS = (
+    "phase", "message", "halt_reason", "waiting_on", "waiting_since", "nodes_total", "nodes_by_state",
+    "current_domain", "next_domain", "domains", "eta", "budget", "maintenance_window",
+)
+
+
+@dataclass(frozen=True)
+class Share:
+    """One pool's part of the fleet, and the policy its nodes start under."""
+
+    name: str
+    policy: Policy
+    managed: list[NodeView]
+    skipped: list[str]
+    invalid: list[tuple[str, str]]
+    selects: str  # how the pool picks its nodes, in the policy's words
+
+    @property
+    def stage_prefix(self) -> str:
+        return f"{self.name}:"
+
+
+def shares(snapshot: Snapshot, policy: Policy, split: Fleet) -> list[Share]:
+    """The pools in the policy's order, then `default` when some node is in no pool; a pool no node
+    is in is listed all the same (the status says it has 0 nodes)."""
+    pool_of = _membership(snapshot, policy.pools)
+    managed: dict[str, list[NodeView]] = {}
+    skipped: dict[str, list[str]] = {}
+    invalid: dict[str, list[tuple[str, str]]] = {}
+    for node in split.managed:
+        managed.setdefault(pool_of(node), []).append(node)
+    for name in split.skipped:
+        skipped.setdefault(pool_of(snapshot.nodes[name]), []).append(name)
+    for name, why in split.invalid:
+        invalid.setdefault(pool_of(snapshot.nodes[name]), []).append((name, why))
+    out = [
+        Share(p.name, policy.for_pool(p), managed.get(p.name, []), skipped.get(p.name, []),
+              invalid.get(p.name, []), _selects(p))
+        for p in policy.pools
+    ]
+    if DEFAULT_POOL in managed or DEFAULT_POOL in skipped or DEFAULT_POOL in invalid:
+        out.append(Share(DEFAULT_POOL, policy.for_pool(None), managed.get(DEFAULT_POOL, []),
+                         skipped.get(DEFAULT_POOL, []), invalid.get(DEFAULT_POOL, []), "the nodes no pool selects"))
+    return out
+
+
+def _membership(snapshot: Snapshot, pools: Sequence[Pool]) -> Any:
+    selectors = {p.name: parse_label_selector(p.node_selector) for p in pools if p.node_selector is not None}
+
+    @cache
+    def driver_set(name: str) -> DriverSet | None:
+        return driver_set_for(snapshot, name)
+
+    def pool_of(node: NodeView) -> str:
+        for pool in pools:
+            if _selected(pool, node, selectors.get(pool.name), driver_set):
+                return pool.name
+        return DEFAULT_POOL
+
+    return pool_of
+
+
+def _selected(pool: Pool, node: NodeView, selector: LabelSelector | None, driver_set: Any) -> bool:
+    if selector is not None:
+        return selector.matches(node.labels)
+    ds = driver_set(node.name)
+    if ds is None:
+        return False
+    if pool.driver_daemon_set is not None:
+        return pool.driver_daemon_set in (ds.name, f"{ds.namespace}/{ds.name}")
+    return ds.owner == ("NVIDIADriver", pool.nvidia_driver)
+
+
+def _selects(pool: Pool) -> str:
+    if pool.node_selector is not None:
+        return f"nodeSelector {pool.node_selector}"
+    if pool.driver_daemon_set is not None:
+        return f"driverDaemonSet {pool.driver_daemon_set}"
+    return f"nvidiaDriver {pool.nvidia_driver}"
+
+
+def empty_findings(parts: Sequence[Share], policy: Policy) -> list[Finding]:
+    """`plan` warns of a pool that selects no managed node: a selector with a typo would otherwise
+    leave its nodes to the pool default, under the policy's own budgets, in silence."""
+    named = {p.name for p in policy.pools}
+    return [
+        Finding("empty-pool", WARNING, None,
+                f"pool {s.name} ({s.selects}) selects no managed GPU node; nodes no pool selects are in pool "
+                f"{DEFAULT_POOL}, under the policy's own budgets")
+        for s in parts if s.name in named and not s.managed
+    ]
+
+
+def previous_of(previous: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """The pool's entry in the last status written ({} for a pool it did not list)."""
+    for entry in previous.get("pools") or ():
+        if isinstance(entry, Mapping) and entry.get("name") == name:
+            return entry
+    return {}
+
+
+def entry(share: Share, status: Mapping[str, Any]) -> dict[str, Any]:
+    """A pool's entry in the whole's status: its name, what selects it, and its own figures."""
+    return {"name": share.name, "selects": share.selects, **{k: status.get(k) for k in POOL_KEYS}}
+
+
+def combined(whole: dict[str, Any], pools: list[dict[str, Any]], policy: Policy) -> dict[str, Any]:
+    """The whole rollout's status from the fleet-wide one (counts, lists of nodes) and the pools'
+    entries: Halted when a pool is, Done when every pool is, what each pool waits on in its message."""
+    out = dict(whole)
+    out["pools"] = pools
+    halted = [p for p in pools if p["phase"] == "Halted"]
+    running = [p for p in pools if p["phase"] == "Running"]
+    if whole["phase"] != "Paused":
+        if halted:
+            first = halted[0]
+            out["phase"], out["halt_reason"] = "Halted", f"pool {first['name']}: {first['halt_reason']}"
+            goes_on = "" if policy.halt_across_pools or not running else (
+                f"; {_names(running)} {'goes' if len(running) == 1 else 'go'} on (haltAcrossPools is false)"
+            )
+            out["message"] = f"halted: {out['halt_reason']}{goes_on}"
+        elif running:
+            out["phase"] = "Running"
+            out["message"] = "; ".join(f"pool {p['name']}: {p['message']}" for p in running)
+    waiting = next((p for p in running if p.get("waiting_on")), None)
+    out["waiting_on"] = waiting["waiting_on"] if waiting else None
+    out["waiting_since"] = waiting["waiting_since"] if waiting else None
+    out["current_domain"] = None  # each pool has its own: pools[].current_domain
+    out["next_domain"] = None
+    out["domains"] = [{**d, "canary": False} for d in whole["domains"]]  # by zone across pools; canaries are theirs
+    etas = [p["eta"] for p in pools if p.get("eta")]
+    out["eta"] = max(etas, key=lambda e: e["at"]) if etas else None
+    out["budget"] = {
+        "in_progress": sum(p["budget"]["in_progress"] for p in pools),
+        "max_parallel_upgrades": None,
+        "unavailable": sum(p["budget"]["unavailable"] or 0 for p in pools),
+        "max_unavailable": None,  # each pool's: pools[].budget
+    }
+    return out
+
+
+def _names(pools: list[dict[str, Any]]) -> str:
+    names = [str(p["name"]) for p in pools]
+    return ("pool " if len(names) == 1 else "pools ") + ", ".join(names)

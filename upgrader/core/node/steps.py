@@ -1,0 +1,411 @@
+"""What each in-progress state does in one pass: try once, say what blocks, never wait.
+
+A step returns the actions to attempt now, the actions that follow if all attempts succeed (the
+state transition), and, when it cannot go on, why (a block or a normal wait) with its timeout.
+Timeouts count from the time the node entered its state (`STATE_SINCE`), so they survive restarts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from upgrader.core.model.actions import Action, Annotate, DeletePod, Event, Evict, SetUnschedulable
+from upgrader.core.model.selectors import parse_label_selector
+from upgrader.core.model.states import (
+    DRIVER_DELETED_AT,
+    DRIVER_POD_UID,
+    IN_PROGRESS,
+    OPERATOR_INITIAL_UNSCHEDULABLE,
+    OUR_CORDON,
+    RESTART_ONLY,
+    SAFE_LOAD_ANNOTATION,
+    SINCE_STATE,
+    STATE_SINCE,
+    TARGET_REVISION,
+    WAS_UNSCHEDULABLE,
+    State,
+)
+from upgrader.core.model.timefmt import parse_or_none
+from upgrader.core.model.views import NodeView, PdbView, PodView
+from upgrader.core.node.context import NodeContext, same_install_config, superseded_driver_pods
+from upgrader.core.node.step_checks import (
+    budgets_over,
+    came_back,
+    count_of,
+    drained,
+    pod_names,
+    pod_sources,
+    validation_problems,
+)
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """Something outside upgrader stops the node: a PDB, jobs, pods it may not delete."""
+
+    kind: str  # pdb | wait-for-jobs | pod-deletion | drain | gpu-pods
+    reason: str
+
+
+@dataclass
+class StepPlan:
+    node: str
+    kind: str = ""  # what a wait past its timeout counts as: pod-deletion, drain, ...
+    attempts: list[Action] = field(default_factory=list)  # all tried, in order
+    trigger: str | None = None  # fired when every attempt succeeded
+    blocked: Blocked | None = None  # known from the snapshot, before acting
+    waiting: str | None = None  # a normal wait (driver coming up, validation pending)
+    timeout: int = 0  # seconds this state may last; 0 = no limit
+    fail_on_timeout: bool = False  # restart/validation: a timeout fails the node
+    clock: str = STATE_SINCE  # the annotation the timeout counts from
+    stamp_on_success: str | None = None  # annotation set to `now` when the attempts succeed
+    pdb_of: dict[str, PdbView] = field(default_factory=dict)  # evicted pod key -> its PDB
+    fallback: str | None = None  # trigger fired when the step cannot finish (past its timeout)
+    hopeless: bool = False  # `blocked` can never clear by waiting: take the fallback at once
+    clock_lost: str | None = None  # why the node's clock is not its state's (see `lost_clock`)
+    returning: bool = False  # evicted pods keep coming back: the evictions are not news each pass
+
+
+def _pdb_for(pod: PodView, pdbs: list[PdbView]) -> PdbView | None:
+    return next((p for p in pdbs if p.covers(pod)), None)
+
+
+# ----- the states ---------------------------------------------------------------------------------
+
+
+# Upgrader's cordon and its record, written in one request guarded by the node's resourceVersion.
+OURS: Mapping[str, str | None] = {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None, OUR_CORDON: "true"}
+
+
+def cordon(ctx: NodeContext) -> StepPlan:
+    """Cordon, the record in the same request (whoever had cordoned it before the start uncordoned it
+    since: this cordon is ours). A node cordoned since the start said it was not, without our mark,
+    was cordoned by someone else in between: that cordon is theirs, and stays after the upgrade."""
+    plan = StepPlan(ctx.node.name, trigger="cordoned")
+    node = ctx.node
+    if not node.unschedulable:
+        plan.attempts.append(SetUnschedulable(node.name, True, OURS))
+    elif node.annotations.get(WAS_UNSCHEDULABLE) == "false" and node.annotations.get(OUR_CORDON) != "true":
+        plan.attempts.append(Annotate(node.name, {WAS_UNSCHEDULABLE: "true", OPERATOR_INITIAL_UNSCHEDULABLE: "true"}))
+        said = "cordoned by someone else after its upgrade started, before upgrader's cordon: it stays cordoned after"
+        plan.attempts.append(Event(node.name, "Warning", said + " the upgrade"))
+    return plan
+
+
+def wait_for_jobs(ctx: NodeContext) -> StepPlan:
+    settings = ctx.policy.wait_for_completion
+    plan = StepPlan(ctx.node.name, kind="wait-for-jobs", trigger="jobs_finished", timeout=settings.timeout_seconds)
+    if not settings.pod_selector:
+        return plan
+    selector = parse_label_selector(settings.pod_selector)
+    running = [p for p in ctx.pods if not p.terminal and selector.matches(p.labels)]
+    if running:
+        limit = f"timeout {settings.timeout_seconds}s" if settings.timeout_seconds else "no timeout"
+        plan.trigger = None
+        plan.waiting = (
+            f"waiting for {count_of(len(running), 'job pod')} to finish: {pod_names(running)} "
+            f"(waitForCompletion.podSelector {settings.pod_selector}, {limit})"
+        )
+    return plan
+
+
+def _evictions(
+    ctx: NodeContext,
+    pods: list[PodView],
+    force: bool,
+    empty_dir: bool,
+    kind: str,
+    knob: str,
+    trigger: str,
+    timeout: int,
+    fallback: str | None = None,
+) -> StepPlan:
+    """Evict `pods` unless one of them may not be touched under the policy; done when all are gone.
+
+    With a `fallback` (GPU pod deletion under drain.enable) the pods it may evict go first, and the
+    fallback takes the rest: a narrow drain.podSelector only has to cover what deletion could not.
+    """
+    plan = StepPlan(ctx.node.name, kind=kind, timeout=timeout, fallback=fallback)
+    if not pods:
+        plan.trigger = trigger
+        return plan
+    # A pod already terminating is on its way out whoever owns it: waited for, never a refusal.
+    unmanaged = [p for p in pods if p.owner_kind is None and not force and not p.terminating]
+    scratch = [p for p in pods if p.empty_dir and not empty_dir and not p.terminating]
+    if unmanaged or scratch:
+        reasons = []
+        if unmanaged:
+            reasons.append(f"{pod_names(unmanaged)} not managed by a controller (set {knob}.force to delete)")
+        if scratch:
+            verb = "uses" if len(scratch) == 1 else "use"
+            reasons.append(f"{pod_names(scratch)} {verb} emptyDir (set {knob}.deleteEmptyDir to delete)")
+        forbidden = "cannot evict: " + "; ".join(reasons)
+        pods = [p for p in pods if p not in unmanaged and p not in scratch]
+        if fallback is None or not pods:
+            plan.blocked = Blocked(kind, forbidden)
+            plan.hopeless = True  # the policy forbids it: no wait changes that
+            return plan
+        plan.waiting = f"{forbidden}; the rest go first"
+    evicting = [p for p in pods if not p.terminating]
+    for pod in evicting:
+        plan.attempts.append(Evict(ctx.node.name, pod.namespace, pod.name, pod.uid))
+        pdb = _pdb_for(pod, ctx.pdbs)
+        if pdb is not None:
+            plan.pdb_of[pod.key] = pdb
+    terminating = [p for p in pods if p.terminating]
+    waits = [plan.waiting] if plan.waiting else []
+    if terminating:
+        waits.append(f"waiting for {count_of(len(terminating), 'pod')} to terminate: {pod_names(terminating)}")
+    returned = came_back(ctx, pods)
+    if returned:
+        # Named by what keeps putting them there: a pod's own name changes with every return, and a
+        # block whose reason changed would be written, and announced, again every pass.
+        plan.returning = True
+        waits.append(
+            f"{pod_sources(returned)} came back to the node after it was cordoned (created after it entered "
+            f"{ctx.node.state.value if ctx.node.state else 'this state'}): something places them on it "
+            "directly (nodeName, a pinned Job, a toleration), so evicting them again does not end"
+        )
+    plan.waiting = "; ".join(waits) or None
+    return plan
+
+
+EVERY_POD = parse_label_selector("")
+
+
+def _deletable_gpu_pods(ctx: NodeContext) -> list[PodView]:
+    # DaemonSet pods would come straight back on the cordoned node; if one holds GPUs, the restart
+    # step's check names it instead.
+    return [p for p in ctx.gpu_pods() if not p.mirror and p.owner_kind != "DaemonSet"]
+
+
+def gpu_pod_deletion(ctx: NodeContext) -> StepPlan:
+    settings = ctx.policy.gpu_pod_deletion
+    pods = _deletable_gpu_pods(ctx)
+    return _evictions(
+        ctx,
+        pods,
+        settings.force,
+        settings.delete_empty_dir,
+        "pod-deletion",
+        "gpuPodDeletion",
+        "gpu_pods_gone",
+        settings.timeout_seconds,
+        # As in the GPU Operator: a deletion that cannot finish is followed by a drain.
+        "deletion_failed" if ctx.policy.drain.enable else None,
+    )
+
+
+def drain(ctx: NodeContext) -> StepPlan:
+    settings = ctx.policy.drain
+    selector = parse_label_selector(settings.pod_selector)
+    # The drain follows a GPU pod deletion that could not finish: the GPU pods it left (a PDB that
+    # did not allow them within its timeout) are the drain's too, under its own force and timeout,
+    # or the restart would wait on them for ever (docs/migrating-from-gpu-operator.md).
+    left = {p.key for p in _deletable_gpu_pods(ctx) if drained(p, EVERY_POD)}
+    pods = [p for p in ctx.pods if drained(p, selector) or p.key in left]
+    return _evictions(
+        ctx,
+        pods,
+        settings.force,
+        settings.delete_empty_dir,
+        "drain",
+        "drain",
+        "drained",
+        settings.timeout_seconds,
+    )
+
+
+def restart_driver(ctx: NodeContext) -> StepPlan:
+    plan = StepPlan(ctx.node.name, timeout=ctx.policy.pod_restart.timeout_seconds, fail_on_timeout=True)
+    target = ctx.target_hash
+    old_uid = ctx.node.annotations.get(DRIVER_POD_UID)
+    live = [p for p in ctx.driver_pods if not p.terminating]
+    superseded = superseded_driver_pods(ctx)  # the test that also sends a validating node back here
+    stale = [p for p in live if p.uid == old_uid or p in superseded]
+    if ctx.node.annotations.get(DRIVER_DELETED_AT):
+        plan.clock = DRIVER_DELETED_AT  # the restart's own clock, not the time spent getting here
+    restart_only = "restart_only" in ctx.flags
+    if restart_only and stale and not all(same_install_config(p, ctx.driver_set) for p in stale):
+        plan.trigger = "config_changed"  # the driver will be reinstalled: its GPU pods go first
+        return plan
+    if stale:
+        clients = [] if restart_only else ctx.gpu_holders()
+        if clients:
+            verb = "holds" if len(clients) == 1 else "hold"
+            plan.blocked = Blocked(
+                "gpu-pods",
+                f"{count_of(len(clients), 'pod')} still {verb} GPUs: {pod_names(clients)}; "
+                "the driver cannot unload under them",
+            )
+            return plan
+        plan.attempts.extend(DeletePod(ctx.node.name, p.namespace, p.name, p.uid) for p in stale)
+        plan.stamp_on_success = DRIVER_DELETED_AT
+        plan.waiting = f"restarting driver pod {pod_names(stale)}" + budgets_over(stale, ctx.pdbs)
+        return plan
+    fresh = [p for p in live if target is None or p.revision_hash == target]
+    if fresh and ctx.node.annotations.get(SAFE_LOAD_ANNOTATION):
+        # The new driver pod waits for a safe load: the node is ready for it now (k8s-operator-libs).
+        plan.attempts.append(Annotate(ctx.node.name, {SAFE_LOAD_ANNOTATION: None}))
+    changed = restart_only and [p for p in fresh if p.config_digest != ctx.node.annotations.get(RESTART_ONLY)]
+    holders = ctx.gpu_holders() if changed else []
+    if changed and holders:
+        # The template changed between the decision and the new pod: that driver installs anew.
+        plan.blocked = Blocked(
+            "gpu-pods",
+            f"the driver configuration changed during a restart-only upgrade (DRIVER_CONFIG_DIGEST "
+            f"{ctx.node.annotations.get(RESTART_ONLY)} -> {changed[0].config_digest}) while "
+            f"{count_of(len(holders), 'pod')} still held GPUs: {pod_names(holders)}; move them off the node",
+        )
+        return plan
+    if fresh and all(p.ready for p in fresh):
+        plan.trigger = "driver_restarted"
+        return plan
+    if fresh:
+        pod = fresh[0]
+        detail = f": {pod.waiting_reason}" if pod.waiting_reason else ""
+        if pod.waiting_message:
+            detail += f": {pod.waiting_message}"
+        plan.waiting = f"driver pod {pod.key} not Ready{detail}"
+    elif any(p.terminating for p in ctx.driver_pods):
+        plan.waiting = "waiting for the old driver pod to terminate"
+    else:
+        plan.waiting = "waiting for the driver DaemonSet to create the new driver pod"
+    return plan
+
+
+def validate(ctx: NodeContext) -> StepPlan:
+    plan = StepPlan(ctx.node.name, timeout=ctx.policy.validation.timeout_seconds, fail_on_timeout=True)
+    if ctx.node.annotations.get(SAFE_LOAD_ANNOTATION):
+        # The driver restarted after the node got here, and waits again: let it load (k8s-operator-libs).
+        plan.attempts.append(Annotate(ctx.node.name, {SAFE_LOAD_ANNOTATION: None}))
+    if superseded_driver_pods(ctx):
+        plan.trigger = "driver_superseded"
+        return plan
+    problems = validation_problems(ctx)
+    if problems:
+        plan.waiting = "; ".join(problems)
+    else:
+        plan.trigger = "validated"
+    return plan
+
+
+def entry_annotations(target: State, ctx: NodeContext) -> dict[str, str | None]:
+    """What a node records on entering `target`: the driver pod to replace and the revision to reach
+    on entering restart; a restart-only node sent back to wait for jobs forgets it was one."""
+    if target is State.WAIT_FOR_JOBS_REQUIRED and RESTART_ONLY in ctx.node.annotations:
+        return {RESTART_ONLY: None}
+    if target is State.POD_RESTART_REQUIRED:
+        live = [p for p in ctx.driver_pods if not p.terminating]
+        return {
+            DRIVER_POD_UID: live[0].uid if live else None,
+            DRIVER_DELETED_AT: None,  # a second restart (driver superseded) gets its own clock
+            TARGET_REVISION: ctx.target_hash,
+        }
+    return {}
+
+
+def uncordon(ctx: NodeContext) -> StepPlan:
+    """Lift the cordon only where a record positively says it is upgrader's: a missing or unreadable
+    record keeps the node cordoned, and says so (a block: someone must decide)."""
+    plan = StepPlan(ctx.node.name, trigger="uncordoned")
+    annotations = ctx.node.annotations
+    record = annotations.get(WAS_UNSCHEDULABLE)
+    # Ours, or the GPU Operator's record on a node taken over from it (present: not its cordon).
+    cordoned_by_someone_else = record == "true" or OPERATOR_INITIAL_UNSCHEDULABLE in annotations
+    if not ctx.node.unschedulable or cordoned_by_someone_else:
+        return plan
+    if record != "false":
+        plan.trigger = None
+        shown = "missing" if record is None else f"{record!r}, not true or false"
+        plan.blocked = Blocked(
+            "cordon-record",
+            f"no record says upgrader cordoned the node ({WAS_UNSCHEDULABLE} is {shown}), so it stays "
+            f"cordoned: uncordon it yourself if upgrader cordoned it, or annotate {WAS_UNSCHEDULABLE}=false",
+        )
+        return plan
+    plan.attempts.append(SetUnschedulable(ctx.node.name, False, {OUR_CORDON: None}))
+    return plan
+
+
+# A node's clock stamped this far or further ahead of this controller's clock is not trusted: another
+# replica's clock runs ahead (docs/operations.md#which-clock-each-timer-runs-on).
+FUTURE_TOLERANCE = 5.0
+
+
+def lost_clock(node: NodeView, now: float | None = None) -> str | None:
+    """Why the node's clock is not its state's: a state label set by hand (the clock names another
+    state), a clock missing or unreadable, or (given `now`) one further than FUTURE_TOLERANCE in this
+    controller's future, stamped by a replica whose clock runs ahead. None: the clock is good."""
+    recorded = node.annotations.get(SINCE_STATE)
+    if node.state is None:
+        return None
+    if recorded not in (None, node.state.value):  # no record (a node from before it existed) reads as ours
+        return f"{node.state.value} was set by hand (the node's clock was for {recorded})"
+    # A node in progress always has a clock; an idle one only once upgrader moved it (the GPU Operator's
+    # done nodes never had one, and need none).
+    kept = node.state in IN_PROGRESS or recorded is not None
+    since = parse_or_none(node.annotations.get(STATE_SINCE))
+    if kept and since is None:
+        return f"the clock of {node.state.value} ({STATE_SINCE}) was missing or unreadable"
+    if since is not None and now is not None and since - now > FUTURE_TOLERANCE:
+        return (
+            f"the clock of {node.state.value} ({STATE_SINCE} {node.annotations[STATE_SINCE]}) is "
+            f"{since - now:.0f}s in this controller's future (stamped by a replica whose clock runs ahead?)"
+        )
+    return None
+
+
+def clock_set_by_hand(ctx: NodeContext, now: float | None = None) -> StepPlan | None:
+    """No wait may count from a clock that is not the state's: this pass starts the state's clock (see
+    `conclude`); the step runs from the next."""
+    why = lost_clock(ctx.node, now)
+    return None if why is None else StepPlan(ctx.node.name, clock_lost=why)
+
+
+def keep_cordoned(ctx: NodeContext, plan: StepPlan) -> StepPlan:
+    """Someone uncordoned a node between our cordon and our uncordon: cordon it again, ours, and say so."""
+    if ctx.node.unschedulable or ctx.node.state not in KEPT_CORDONED:
+        return plan
+    name, state = ctx.node.name, ctx.node.state.value
+    # The record in the same request: our cordon is never recorded as someone else's, nor theirs as ours.
+    # The driver is never deleted in that pass (the cordon may be refused as stale; pods may have landed
+    # since they were listed): the restart waits for the next, cordoned, pass.
+    cordon = SetUnschedulable(name, True, OURS)
+    said = Event(name, "Warning", f"cordoned again: someone uncordoned the node in {state}, before its upgrade ended")
+    kept = [a for a in plan.attempts if not isinstance(a, DeletePod)]
+    if len(kept) == len(plan.attempts):
+        return replace(plan, attempts=[cordon, said, *kept])
+    return replace(plan, attempts=[cordon, said, *kept], trigger=None, stamp_on_success=None)
+
+
+STEPS: Mapping[State, Callable[[NodeContext], StepPlan]] = {
+    State.CORDON_REQUIRED: cordon,
+    State.WAIT_FOR_JOBS_REQUIRED: wait_for_jobs,
+    State.POD_DELETION_REQUIRED: gpu_pod_deletion,
+    State.DRAIN_REQUIRED: drain,
+    State.POD_RESTART_REQUIRED: restart_driver,
+    State.VALIDATION_REQUIRED: validate,
+    State.UNCORDON_REQUIRED: uncordon,
+}
+# States between upgrader's cordon and its uncordon: the node must stay cordoned.
+KEPT_CORDONED = frozenset(
+    {
+        State.WAIT_FOR_JOBS_REQUIRED,
+        State.POD_DELETION_REQUIRED,
+        State.DRAIN_REQUIRED,
+        State.POD_RESTART_REQUIRED,
+        State.VALIDATION_REQUIRED,
+    }
+)
+# States whose step needs the node's pods listed.
+NEEDS_PODS = frozenset(
+    {
+        State.WAIT_FOR_JOBS_REQUIRED,
+        State.POD_DELETION_REQUIRED,
+        State.DRAIN_REQUIRED,
+        State.POD_RESTART_REQUIRED,
+        State.VALIDATION_REQUIRED,
+    }
+)

@@ -1,0 +1,325 @@
+"""The rollout status: phase, nodes per state, blocked and failed nodes with their reasons.
+
+The same words reach `upgrader status`, the status ConfigMap, Events and metrics.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from upgrader.core.fleet.preflight import Hold
+from upgrader.core.model.actions import Action, Event
+from upgrader.core.model.runbooks import runbook_for
+from upgrader.core.model.states import (
+    BLOCKED_KIND,
+    BLOCKED_REASON,
+    BLOCKED_SINCE,
+    FAILED_AT,
+    FAILED_KIND,
+    FAILED_REASON,
+    FAILED_STATE,
+    HELD_KIND,
+    HELD_REASON,
+    HELD_SINCE,
+    IN_PROGRESS,
+    STATE_SINCE,
+    UNLABELLED,
+    State,
+)
+from upgrader.core.model.timefmt import parse_or_none, rfc3339
+from upgrader.core.model.views import Control, Snapshot
+from upgrader.core.policy.policy import OnNodeFailure, Policy
+from upgrader.core.rollout.census import census
+from upgrader.core.rollout.eta import estimate
+from upgrader.core.rollout.schedule import Schedule, canary_domain, domain_of
+from upgrader.core.rollout.waits import Wait
+
+PHASES = ("Running", "Halted", "Paused", "Done")
+
+
+def blocked_nodes(snapshot: Snapshot, managed: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for name in managed:
+        node = snapshot.nodes[name]
+        kind = node.annotations.get(BLOCKED_KIND)
+        if kind and node.state in IN_PROGRESS:  # only a node being worked on can be blocked
+            out.append(
+                {
+                    "node": name,
+                    "state": node.state.value,
+                    "kind": kind,
+                    "reason": node.annotations.get(BLOCKED_REASON, ""),
+                    "since": node.annotations.get(BLOCKED_SINCE, ""),
+                    "runbook": runbook_for(kind),
+                }
+            )
+    return out
+
+
+def held_nodes(snapshot: Snapshot, managed: list[str]) -> list[dict[str, Any]]:
+    """Nodes the preflight keeps at upgrade-required (core/fleet/preflight.py), as recorded on them."""
+    out = []
+    for name in managed:
+        node = snapshot.nodes[name]
+        kind = node.annotations.get(HELD_KIND)
+        if kind and node.state is State.UPGRADE_REQUIRED:
+            out.append(
+                {
+                    "node": name,
+                    "kind": kind,
+                    "reason": node.annotations.get(HELD_REASON, ""),
+                    "since": node.annotations.get(HELD_SINCE, ""),
+                    "runbook": Hold(kind, "").runbook,
+                }
+            )
+    return out
+
+
+def failed_nodes(snapshot: Snapshot, managed: list[str], acknowledged: set[str]) -> list[dict[str, Any]]:
+    out = []
+    for name in managed:
+        node = snapshot.nodes[name]
+        if node.state is State.FAILED:
+            kind = node.annotations.get(FAILED_KIND, "failed")
+            out.append(
+                {
+                    "node": name,
+                    "kind": kind,
+                    "reason": node.annotations.get(FAILED_REASON, "(no reason recorded)"),
+                    "since": node.annotations.get(FAILED_AT, ""),
+                    "acknowledged": name in acknowledged,
+                    "state": node.annotations.get(FAILED_STATE, ""),  # the state it failed in
+                    "runbook": runbook_for(kind),
+                }
+            )
+    return out
+
+
+def _managed_waits(waiting: list[dict[str, str]], managed: list[str], blocked: set[str]) -> list[dict[str, str]]:
+    names = set(managed) if waiting else set()
+    return [w for w in waiting if w["node"] in names and w["node"] not in blocked]
+
+
+def halt_reason(
+    snapshot: Snapshot, policy: Policy, managed: list[str], acknowledged: set[str], watched: list[str] | None = None
+) -> str | None:
+    """Why no new node may start, or None. An interlock halts first (core/fleet/interlocks.py); then blocks;
+    then unacknowledged failures in the canary domain, and anywhere under onNodeFailure: halt.
+    `watched`: the managed nodes that can be blocked or failed (core/rollout/census.py), when known."""
+    if snapshot.interlocks:
+        others = len(snapshot.interlocks) - 1
+        more = f" (and {others} more: `upgrader status -o json` lists them)" if others else ""
+        return snapshot.interlocks[0].text + more
+    blocked = blocked_nodes(snapshot, managed if watched is None else watched)
+    if blocked:
+        b = blocked[0]
+        more = f" (and {len(blocked) - 1} more blocked)" if len(blocked) > 1 else ""
+        return f"{b['node']} blocked in {b['state']} since {b['since']}: {b['reason']}{more}; see {b['runbook']}"
+    failures = failed_nodes(snapshot, managed if watched is None else watched, acknowledged)
+    if not failures:
+        return None
+    canary = canary_domain([snapshot.nodes[n] for n in managed], policy)
+    for failure in failures:
+        if failure["acknowledged"]:
+            continue
+        in_canary = domain_of(snapshot.nodes[failure["node"]], policy) == canary
+        if in_canary or policy.on_node_failure is OnNodeFailure.HALT:
+            where = (
+                "canary domain " + str(canary)
+                if in_canary
+                else "domain " + domain_of(snapshot.nodes[failure["node"]], policy)
+            )
+            state = f" in {failure['state']}" if failure["state"] else ""
+            return (
+                f"{failure['node']} upgrade-failed{state} ({where}) at {failure['since']}: {failure['reason']}; "
+                f"see {failure['runbook']}"
+            )
+    return None
+
+
+def rollout_status(
+    snapshot: Snapshot,
+    policy: Policy,
+    managed: list[str],
+    skipped: list[str],
+    invalid: list[tuple[str, str]],
+    schedule: Schedule | None,
+    acknowledged: set[str],
+    now: float,
+    waiting: list[dict[str, str]] | None = None,
+    previous: Mapping[str, Any] | None = None,
+    slot: str = "census",
+) -> dict[str, Any]:
+    """`previous`: the last status written of these nodes (a pool's entry, core/fleet/pool_shares.py), by default
+    the whole's; `slot`: where their census is kept (core/rollout/census.py)."""
+    counted = census(snapshot, policy, managed, slot)
+    nodes, watched = counted.nodes, counted.watched
+    by_state = dict(counted.by_state)
+    halt = halt_reason(snapshot, policy, managed, acknowledged, watched)
+    paused_since = pause_since(snapshot.control, now)
+    failed = during_pause_first(failed_nodes(snapshot, watched, acknowledged), paused_since)
+    pending = by_state[State.UPGRADE_REQUIRED.value] + sum(by_state[s.value] for s in IN_PROGRESS)
+    unlabelled = by_state[UNLABELLED]
+    if snapshot.control.paused or not policy.auto_upgrade:
+        phase = "Paused"
+    elif halt:
+        phase = "Halted"
+    elif pending == 0 and unlabelled == 0:
+        phase = "Done"  # failures that should stop the rollout halt it above
+    else:
+        phase = "Running"
+    blocked = blocked_nodes(snapshot, watched)
+    blocked_names = {b["node"] for b in blocked}
+    per_domain, order = counted.per_domain, counted.order
+    domains = []
+    for name in order:
+        counts = per_domain.get(name, Counter())
+        domains.append(
+            {
+                "name": name,
+                "canary": name == order[0],
+                "nodes": counts.total(),
+                "done": counts[State.DONE],
+                "in_progress": sum(counts[s] for s in IN_PROGRESS),
+                "failed": counts[State.FAILED],
+                "by_state": {**{s.value: counts[s] for s in State}, UNLABELLED: counts[None]},
+            }
+        )
+    message = {
+        "Paused": paused_message(snapshot.control, halt, failed, bool(blocked_names)) if snapshot.control.paused
+        else "autoUpgrade is false in the policy",
+        "Halted": f"halted: {halt}",
+        "Done": f"done: {by_state[State.DONE.value]} of {len(nodes)} nodes upgraded"
+        + (f", {len(failed)} failed" if failed else "")
+        # Never "done" in silence over nodes it could not manage (two driver DaemonSets, a bogus label).
+        + (f"; {len(invalid)} invalid, not upgraded: {', '.join(sorted(n for n, _ in invalid))}" if invalid else ""),
+        "Running": schedule.waiting if schedule and schedule.waiting else "rolling",
+    }[phase]
+    # What no node starting waits on, for scripts and `-o json`; the message says it in words.
+    wait = schedule.wait if schedule and phase == "Running" else None
+    return {
+        "phase": phase,
+        "message": message,
+        "halt_reason": halt,
+        # The intent this status was judged under, as the controller read it (kept if its object is lost)
+        "paused": snapshot.control.paused,
+        "paused_since": paused_since,
+        "waiting_on": wait.to_dict() if wait else None,
+        "waiting_since": waiting_since(wait, snapshot.control.previous if previous is None else previous, now),
+        # None without maintenanceWindows (always open); else open now or not, until when, next opening
+        "maintenance_window": schedule.window.to_dict() if schedule and schedule.window.windows else None,
+        # None without alertGate; else open or not, the matching alerts firing, or why Prometheus could not say
+        "alert_gate": schedule.gate.to_dict() if schedule and schedule.gate.url else None,
+        "nodes_total": len(nodes),
+        "nodes_by_state": by_state,
+        "current_domain": schedule.current_domain if schedule else None,
+        "next_domain": next_domain(domains, schedule.current_domain if schedule else None),
+        "domains": domains,
+        # When it should be done, from the observed per-node durations (core/rollout/eta.py); None: cannot say yet
+        "eta": estimate(nodes, policy, _domains_after(domains, schedule.current_domain if schedule else None)),
+        # What the nodes are upgraded to: each driver DaemonSet's newest revision and its driver
+        "targets": [
+            {"daemonset": f"{d.namespace}/{d.name}", "driver_version": d.driver_version or "",
+             "revision": d.newest_hash or ""}
+            for d in snapshot.driver_sets
+        ],
+        "in_progress": [
+            {"node": n.name, "state": n.state.value, "since": n.annotations.get(STATE_SINCE, "")}
+            for n in counted.in_progress
+            if n.state is not None
+        ],
+        "interlocks": [i.text for i in snapshot.interlocks],
+        "blocked": blocked,
+        "held": held_nodes(snapshot, watched),
+        "waiting": _managed_waits(waiting or [], managed, blocked_names),
+        "failed": failed,
+        "skipped": skipped,
+        "invalid": [{"node": n, "reason": r} for n, r in invalid],
+        "budget": {
+            "in_progress": schedule.in_progress if schedule else by_state_in_progress(by_state),
+            "max_parallel_upgrades": policy.max_parallel_upgrades,
+            "unavailable": schedule.unavailable if schedule else None,
+            "max_unavailable": schedule.max_unavailable if schedule else policy.max_unavailable_nodes(len(nodes)),
+        },
+        "updated_at": rfc3339(now),
+    }
+
+
+def next_domain(domains: list[dict[str, Any]], current: str | None) -> str | None:
+    """The domain that goes after `current` (or first, with none under way): the first one after it,
+    in the rollout's order, with nodes not yet done."""
+    names = [str(d["name"]) for d in domains]
+    after = names.index(current) + 1 if current in names else 0
+    pending = [str(d["name"]) for d in domains[after:] if d["done"] < d["nodes"] and d["name"] != current]
+    return pending[0] if pending else None
+
+
+def pause_since(control: Control, now: float) -> str | None:
+    """Since when the rollout is paused, by this controller's clock: kept from the last status while
+    the pause lasts, else now (None when not paused)."""
+    if not control.paused:
+        return None
+    kept = control.previous.get("paused_since") if control.previous.get("paused") else None
+    return str(kept) if isinstance(kept, str) else rfc3339(now)
+
+
+def during_pause_first(failed: list[dict[str, Any]], paused_since: str | None) -> list[dict[str, Any]]:
+    """Failures that happened during the pause (both stamps by the controller) marked, and listed first."""
+    start = parse_or_none(paused_since)
+    for entry in failed:
+        at = parse_or_none(entry["since"])
+        entry["during_pause"] = start is not None and at is not None and at >= start
+    return sorted(failed, key=lambda f: not f["during_pause"])
+
+
+def paused_message(control: Control, halt: str | None, failed: list[dict[str, Any]], blocked: bool) -> str:
+    """A pause says what else holds the rollout: resuming alone never passes a halt."""
+    paused = f"paused: {control.kept}" if control.kept else "paused by an operator"
+    if halt is None:
+        return f"{paused}; `upgrader resume` continues"
+    during = [f["node"] for f in failed if f["during_pause"] and not f["acknowledged"]]
+    when = f"; failed during the pause: {', '.join(during)}" if during else ""
+    if blocked:  # blocks halt first (halt_reason)
+        todo = "`upgrader resume` ends the pause; the block ends when its cause is gone"
+    else:  # the halt names the failed node first
+        todo = f"`upgrader resume` ends the pause, `upgrader acknowledge {halt.split(' ', 1)[0]}` the failure"
+    return f"{paused}, and halted: {halt}{when}; {todo}"
+
+
+def waiting_since(wait: Wait | None, previous: Mapping[str, Any], now: float) -> str | None:
+    """Since when the rollout waits on this: kept while `waiting_on` stays the same, else now."""
+    if wait is None:
+        return None
+    same = wait.to_dict() == previous.get("waiting_on") and isinstance(previous.get("waiting_since"), str)
+    return str(previous["waiting_since"]) if same else rfc3339(now)
+
+
+def by_state_in_progress(by_state: dict[str, int]) -> int:
+    return sum(by_state[s.value] for s in IN_PROGRESS)
+
+
+def _domains_after(domains: list[dict[str, Any]], current: str | None) -> int:
+    """Domains after the current one with a node still to start: each brings a soak."""
+    names = [d["name"] for d in domains]
+    after = domains[names.index(current) + 1:] if current in names else []
+    return sum(1 for d in after if d["by_state"].get(State.UPGRADE_REQUIRED.value))
+
+
+def meaningful(status: dict[str, Any]) -> dict[str, Any]:
+    """The status without its timestamp, to decide whether it is worth writing again."""
+    return {k: v for k, v in status.items() if k != "updated_at"}
+
+
+def phase_events(previous: Mapping[str, Any], status: Mapping[str, Any], first_node: str | None = None) -> list[Action]:
+    """A Warning on the node that halted the rollout, when the rollout becomes Halted. Not again when a
+    pause ends over the halt it was paused on: a Paused status keeps its `halt_reason`."""
+    if status["phase"] != "Halted" or previous.get("phase") == "Halted":
+        return []
+    if previous.get("phase") == "Paused" and previous.get("halt_reason") == status["halt_reason"]:
+        return []
+    culprit = (status["blocked"] or status["failed"] or [{}])[0].get("node")
+    if culprit is None and status.get("interlocks"):
+        culprit = first_node  # an interlock names no node: the Event goes on the first one managed
+    return [Event(culprit, "Warning", f"rollout {status['message']}")] if culprit else []

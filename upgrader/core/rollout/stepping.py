@@ -1,0 +1,395 @@
+"""One reconcile pass, decided: per-node steps and their conclusions (detection is in detect.py,
+new starts in starts.py, the managed fleet in fleet.py).
+
+The controller calls these in order, applying actions between them:
+    steps = plan_steps(snapshot, policy)          -> attempt the steps' actions
+    actions = conclude(snapshot, steps, outcomes) -> transitions, block reasons, failures, events
+    snapshot = project(snapshot, applied)         -> the cluster as it now is
+    starts = start_nodes(snapshot, policy, now)   -> picked nodes leave upgrade-required (starts.py)
+Every function here is pure and takes `now`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from upgrader.core.fleet.managed import fleet
+from upgrader.core.model.actions import (
+    Action,
+    Annotate,
+    DeletePod,
+    Event,
+    Evict,
+    Outcome,
+    Result,
+    SetTaints,
+    SetUnschedulable,
+    Transition,
+)
+from upgrader.core.model.runbooks import runbook_for
+from upgrader.core.model.states import (
+    BLOCKED_KIND,
+    BLOCKED_REASON,
+    BLOCKED_SINCE,
+    FAILED_AT,
+    FAILED_DRIVER_POD,
+    FAILED_KIND,
+    FAILED_REASON,
+    FAILED_STATE,
+    FINISHED_OPERATOR_KEYS,
+    IN_PROGRESS,
+    OPERATOR_TIMERS,
+    PER_UPGRADE,
+    REQUESTED_ANNOTATION,
+    SINCE_STATE,
+    STARTED_AT,
+    STATE_LABEL,
+    STATE_SINCE,
+    State,
+)
+from upgrader.core.model.timefmt import parse_or_none, rfc3339
+from upgrader.core.model.views import FOLDED, Folded, NodeView, Snapshot
+from upgrader.core.node.context import NodeContext, context
+from upgrader.core.node.machine import fire
+from upgrader.core.node.steps import STEPS, Blocked, StepPlan, clock_set_by_hand, entry_annotations, keep_cordoned
+from upgrader.core.policy.policy import OnBlockedTimeout, Policy
+
+CLEAR_BLOCK: dict[str, str | None] = {BLOCKED_KIND: None, BLOCKED_REASON: None, BLOCKED_SINCE: None}
+
+
+def plan_steps(snapshot: Snapshot, policy: Policy, now: float | None = None) -> list[tuple[NodeContext, StepPlan]]:
+    out = []
+    for node in fleet(snapshot).managed:
+        if node.state in IN_PROGRESS:
+            ctx = context(snapshot, node.name, policy)
+            gate = moved_by_someone_else(ctx) or clock_set_by_hand(ctx, now) or no_driver_set(ctx)
+            plan = gate or STEPS[node.state](ctx)
+            out.append((ctx, keep_cordoned(ctx, plan)))
+    return out
+
+
+def moved_by_someone_else(ctx: NodeContext) -> StepPlan | None:
+    """A node upgrader started (or took over) whose state label someone else moved from one state in
+    progress to another: another writer drives it (a second upgrade controller, a hand edit). upgrader
+    does not go on from a state it did not set: the node blocks, which halts the rollout, naming the
+    change and the two ways on (docs/policy.md#waiting-blocked-failed-halted)."""
+    node = ctx.node
+    was = node.annotations.get(SINCE_STATE)
+    if node.state is None or not node.annotations.get(STARTED_AT) or was in (None, node.state.value):
+        return None
+    if was not in {s.value for s in IN_PROGRESS}:
+        return None  # a clock for an idle state: the node was taken up again, not moved mid-way
+    name, now_state = node.name, node.state.value
+    return StepPlan(
+        name,
+        blocked=Blocked(
+            "state-label",
+            f"its state label was moved from {was} to {now_state} by someone else (upgrader had set {was}): "
+            f"set it back (kubectl label node {name} {STATE_LABEL}={was} --overwrite), or let upgrader go on "
+            f"from {now_state} (kubectl annotate node {name} {SINCE_STATE}={now_state} {STATE_SINCE}- --overwrite)",
+        ),
+    )
+
+
+def no_driver_set(ctx: NodeContext) -> StepPlan | None:
+    """A node in progress that no driver DaemonSet selects any more (deleted, or its selector
+    changed): its driver can be neither restarted nor validated, so it stops here, and says so. Only
+    its uncordon may still finish, which gives the node back."""
+    if ctx.driver_set is not None or ctx.node.state is State.UNCORDON_REQUIRED:
+        return None
+    return StepPlan(
+        ctx.node.name,
+        blocked=Blocked(
+            "driver-daemonset",
+            "no driver DaemonSet selects the node any more (deleted, or its node selector changed): its driver "
+            "can be neither restarted nor validated; restore the DaemonSet",
+        ),
+    )
+
+
+def conclude(
+    ctx: NodeContext, plan: StepPlan, outcomes: Sequence[Outcome], now: float, disrupted: frozenset[str] = frozenset()
+) -> list[Action]:
+    """Turn a step and what came of its attempts into the node's transition, block or failure.
+
+    `disrupted`: PodDisruptionBudgets this pass already spent evicting from other nodes.
+    """
+    node, policy = ctx.node, ctx.policy
+    assert node.state is not None
+    if plan.clock_lost is not None:
+        return restart_clock(node, plan.clock_lost, now)
+    refused, spent = _refusals(plan, outcomes, disrupted)
+    blocked = plan.blocked or refused
+    evicted = [o.action for o in outcomes if isinstance(o.action, Evict) and o.result is Result.OK]
+    # Evicting is a wait like any other: its clock runs, however many passes it evicts again.
+    evicting = evicted and not plan.returning  # pods that keep coming back are named by their owner instead
+    notes = [f"evicting {len(evicted)} pod{'s' if len(evicted) != 1 else ''}: {_keys(evicted)}"] if evicting else []
+    notes += [note for note in (plan.waiting, spent) if note]
+    plan.waiting = "; ".join(notes) or None
+    entered = parse_or_none(node.annotations.get(plan.clock)) or now
+    timed_out = plan.timeout > 0 and now - entered >= plan.timeout
+    if plan.fallback and blocked is not None and (timed_out or (plan.hopeless and plan.blocked is not None)):
+        return fallback(ctx, plan, blocked.reason, now)
+    if blocked is not None:
+        if timed_out and policy.on_blocked_timeout is OnBlockedTimeout.FAIL:
+            reason = f"{blocked.reason}; blocked past the {plan.timeout}s timeout"
+            return fail(node, blocked.kind, reason, now, ready_driver_uid(ctx))
+        suffix = f" (past the {plan.timeout}s timeout)" if timed_out else ""
+        return block(node, Blocked(blocked.kind, blocked.reason + suffix), now)
+    failures = [o for o in outcomes if o.result is Result.ERROR]
+    if failures:
+        # The API failing is a wait like any other: it has the step's clock and shows its error.
+        plan.trigger, plan.stamp_on_success = None, None
+        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+        plan.waiting = f"{what_failed(failures[0].action)} failed: {failures[0].message}{more}"
+        if not timed_out:
+            return []
+    elif any(o.result is Result.CONFLICT for o in outcomes):
+        return []  # someone changed the node first: the next pass re-reads and decides again
+    if plan.stamp_on_success and any(o.result is Result.OK for o in outcomes):
+        # This pass started something with its own clock (the driver restart): start that clock.
+        # Not when every attempt found its pod gone already: a restart that keeps "deleting" a pod
+        # nobody can find must still run into its timeout.
+        return [Annotate(node.name, {plan.stamp_on_success: rfc3339(now), **clear_if_blocked(node)})]
+    if plan.trigger is not None:
+        annotations = {STATE_SINCE: rfc3339(now), **CLEAR_BLOCK}
+        # The Operator's timers of a state taken over from it are honoured until the node leaves it.
+        annotations.update({key: None for key in OPERATOR_TIMERS if key in node.annotations})
+        target_probe = fire(node.name, node.state, plan.trigger, ctx.flags)
+        annotations.update(entry_annotations(target_probe.target, ctx))
+        if target_probe.target is State.DONE:
+            annotations.update({key: None for key in PER_UPGRADE})
+            annotations.update({key: None for key in FINISHED_OPERATOR_KEYS if key in node.annotations})
+            annotations[REQUESTED_ANNOTATION] = None
+            annotations[STATE_SINCE] = rfc3339(now)
+        return [
+            replace(
+                target_probe,
+                annotations=annotations,
+                message=f"{node.state.value} -> {target_probe.target.value}",
+            )
+        ]
+    if timed_out and plan.waiting:
+        if plan.fallback:
+            return fallback(ctx, plan, f"{plan.waiting} (past the {plan.timeout}s timeout)", now)
+        if plan.fail_on_timeout or policy.on_blocked_timeout is OnBlockedTimeout.FAIL:
+            return fail(
+                node,
+                _failure_kind(node.state, plan),
+                f"not done within the {plan.timeout}s timeout: {plan.waiting}",
+                now,
+                ready_driver_uid(ctx),
+            )
+        return block(
+            node,
+            Blocked(plan.kind or "blocked", f"{plan.waiting} (past the {plan.timeout}s timeout)"),
+            now,
+            since=node.annotations.get(STATE_SINCE),
+        )
+    if clear_if_blocked(node):
+        return [
+            Annotate(node.name, CLEAR_BLOCK),
+            Event(node.name, "Normal", f"no longer blocked in {node.state.value}"),
+        ]
+    return []
+
+
+def _keys(evictions: Sequence[Action], limit: int = 5) -> str:
+    keys = sorted(f"{getattr(a, 'namespace', '')}/{getattr(a, 'name', '')}" for a in evictions)
+    return ", ".join(keys[:limit]) + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def what_failed(action: Action) -> str:
+    """The attempt an API error stopped, in a person's words."""
+    if isinstance(action, Evict):
+        return f"eviction of {action.namespace}/{action.name}"
+    if isinstance(action, DeletePod):
+        return f"deletion of driver pod {action.namespace}/{action.name}"
+    if isinstance(action, SetUnschedulable):
+        return "cordon" if action.unschedulable else "uncordon"
+    return f"{type(action).__name__} on {getattr(action, 'node', '?')}"
+
+
+# What a fallback transition says, by trigger.
+FALLBACKS = {
+    "deletion_failed": "GPU pod deletion cannot finish: {reason}; drain.enable is set, so the node is drained",
+}
+
+
+def restart_clock(node: NodeView, why: str, now: float) -> list[Action]:
+    """A state whose clock is lost or another state's: its waits count from now, and the node says so."""
+    assert node.state is not None
+    marks = {STATE_SINCE: rfc3339(now), SINCE_STATE: node.state.value, **clear_if_blocked(node)}
+    return [Annotate(node.name, marks), Event(node.name, "Warning", f"{why}: its waits count from now")]
+
+
+def fallback(ctx: NodeContext, plan: StepPlan, reason: str, now: float) -> list[Action]:
+    """The step cannot finish, and the policy names another way (GPU pod deletion -> drain)."""
+    assert ctx.node.state is not None and plan.fallback is not None
+    message = FALLBACKS[plan.fallback].format(reason=reason)
+    annotations = {STATE_SINCE: rfc3339(now), **CLEAR_BLOCK}
+    transition = fire(ctx.node.name, ctx.node.state, plan.fallback, ctx.flags, annotations, message)
+    return [transition, Event(ctx.node.name, "Warning", message)]
+
+
+def ready_driver_uid(ctx: NodeContext) -> str | None:
+    """The node's live driver pod at the newest revision, Ready or not, if any: a failure records it,
+    and a node that failed validation recovers only once another one is Ready (its driver changed)."""
+    target = ctx.target_hash
+    at_target = [p for p in ctx.driver_pods if not p.terminating and target and p.revision_hash == target]
+    ready = [p for p in at_target if p.ready]
+    return (ready or at_target)[0].uid if at_target else None
+
+
+def clear_if_blocked(node: NodeView) -> dict[str, str | None]:
+    return dict(CLEAR_BLOCK) if node.annotations.get(BLOCKED_KIND) else {}
+
+
+def waiting_entry(ctx: NodeContext, plan: StepPlan, concluded: Sequence[Action]) -> dict[str, str] | None:
+    """A node that waits normally this pass (not blocked, not moving on), for the status."""
+    if not plan.waiting or any(isinstance(a, Transition) for a in concluded) or ctx.node.state is None:
+        return None
+    if any(isinstance(a, Annotate) and a.annotations.get(BLOCKED_KIND) for a in concluded):
+        return None
+    return {
+        "node": ctx.node.name,
+        "state": ctx.node.state.value,
+        "reason": plan.waiting,
+        "since": ctx.node.annotations.get(STATE_SINCE, ""),
+    }
+
+
+def _refusals(plan: StepPlan, outcomes: Sequence[Outcome], disrupted: frozenset[str]) -> tuple[Blocked | None, str]:
+    """Evictions a PodDisruptionBudget refused: a block, or a wait when the budget is only spent.
+
+    A budget at full health that still allows no disruption will not change without a person: that
+    blocks (and halts). A budget spent by a disruption in progress (one of its pods is down, or this
+    pass evicted one, on another node or on this one) comes back by itself: the node waits, within
+    its timeout.
+    """
+    blocked: dict[str, list[str]] = {}
+    spent: dict[str, list[str]] = {}
+    details: dict[str, str] = {}
+    own = spent_budgets(plan, outcomes)  # budgets this node's own evictions spent in this batch
+    for outcome in outcomes:
+        if outcome.result is not Result.BLOCKED:
+            continue
+        action = outcome.action
+        pod_key = f"{getattr(action, 'namespace', '')}/{getattr(action, 'name', '')}"
+        pdb = plan.pdb_of.get(pod_key)
+        budget = pdb.key if pdb else "(unknown budget)"
+        in_use = pdb is not None and (
+            pdb.key in disrupted or pdb.key in own or pdb.current_healthy < pdb.expected_pods
+        )
+        (spent if in_use else blocked).setdefault(budget, []).append(pod_key)
+        details[budget] = (
+            f"disruptionsAllowed={pdb.disruptions_allowed}, currentHealthy={pdb.current_healthy}, "
+            f"desiredHealthy={pdb.desired_healthy}"
+            if pdb
+            else outcome.message
+        )
+    block = None
+    if blocked:
+        block = Blocked(
+            "pdb",
+            "; ".join(
+                f"eviction of {', '.join(pods)} refused by PodDisruptionBudget {budget} ({details[budget]})"
+                for budget, pods in sorted(blocked.items())
+            ),
+        )
+    wait = "; ".join(
+        f"eviction of {', '.join(pods)} waits for PodDisruptionBudget {budget}: a disruption is in progress"
+        for budget, pods in sorted(spent.items())
+    )
+    return block, wait
+
+
+def spent_budgets(plan: StepPlan, outcomes: Sequence[Outcome]) -> set[str]:
+    """PodDisruptionBudgets the plan's successful evictions used up."""
+    out = set()
+    for outcome in outcomes:
+        action = outcome.action
+        if isinstance(action, Evict) and outcome.result is Result.OK:
+            pdb = plan.pdb_of.get(f"{action.namespace}/{action.name}")
+            if pdb is not None:
+                out.add(pdb.key)
+    return out
+
+
+def _failure_kind(state: State, plan: StepPlan) -> str:
+    if state is State.POD_RESTART_REQUIRED:
+        image_errors = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName")
+        return "image" if any(e in (plan.waiting or "") for e in image_errors) else "driver-restart"
+    if state is State.VALIDATION_REQUIRED:
+        return "validation"
+    return plan.kind or "failed"
+
+
+def block(node: NodeView, blocked: Blocked, now: float, since: str | None = None) -> list[Action]:
+    """Record why the node cannot go on, and since when (kept while the kind of block stays)."""
+    same_kind = node.annotations.get(BLOCKED_KIND) == blocked.kind
+    kept = node.annotations.get(BLOCKED_SINCE) if same_kind else None
+    wanted = {
+        BLOCKED_KIND: blocked.kind,
+        BLOCKED_REASON: blocked.reason,
+        BLOCKED_SINCE: kept or since or rfc3339(now),
+    }
+    if all(node.annotations.get(k) == v for k, v in wanted.items()):
+        return []
+    assert node.state is not None
+    message = (
+        f"blocked in {node.state.value} since {wanted[BLOCKED_SINCE]}: {blocked.reason}; "
+        f"see {runbook_for(blocked.kind)}"
+    )
+    return [Annotate(node.name, wanted), Event(node.name, "Warning", message)]
+
+
+def fail(node: NodeView, kind: str, reason: str, now: float, ready_driver: str | None = None) -> list[Action]:
+    """`ready_driver`: the driver pod Ready at the newest revision as the node fails (see recovery)."""
+    assert node.state is not None
+    stamp = rfc3339(now)
+    transition = fire(
+        node.name,
+        node.state,
+        "fail",
+        annotations={
+            STATE_SINCE: stamp,
+            FAILED_AT: stamp,
+            FAILED_KIND: kind,
+            FAILED_STATE: node.state.value,
+            FAILED_REASON: reason,
+            FAILED_DRIVER_POD: ready_driver,
+            **CLEAR_BLOCK,
+        },
+        message=reason,
+    )
+    return [
+        transition,
+        Event(node.name, "Warning", f"upgrade failed in {node.state.value}: {reason}; see {runbook_for(kind)}"),
+    ]
+
+
+
+
+def project(snapshot: Snapshot, applied: Iterable[Action]) -> Snapshot:
+    """The snapshot with successfully applied node writes folded in; it remembers which nodes it
+    changed, so their facts alone are worked out again (core/node/facts.py)."""
+    nodes = dict(snapshot.nodes)
+    applied = list(applied)
+    for action in applied:
+        if isinstance(action, Transition) and action.node in nodes:
+            nodes[action.node] = nodes[action.node].with_changes(action.target, action.annotations)
+        elif isinstance(action, Annotate) and action.node in nodes:
+            nodes[action.node] = nodes[action.node].with_changes(None, action.annotations)
+        elif isinstance(action, SetUnschedulable) and action.node in nodes:
+            # A recovery's cordon: the steps that follow in the same pass must not cordon it again.
+            changed = nodes[action.node].with_changes(None, action.record)
+            nodes[action.node] = replace(changed, unschedulable=action.unschedulable)
+        elif isinstance(action, SetTaints) and action.node in nodes:
+            nodes[action.node] = replace(nodes[action.node], taints=action.taints)
+    folded = replace(snapshot, nodes=nodes)
+    kinds = Transition | Annotate | SetUnschedulable | SetTaints
+    touched = {a.node for a in applied if isinstance(a, kinds) and a.node in nodes}
+    folded.memo[FOLDED] = Folded(snapshot.memo.get("facts"), snapshot.driver_pods, frozenset(touched))
+    return folded
