@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from upgrader.core.model.runbooks import RUNBOOKS, runbook_for
+from upgrader.core.model.kinds import RUNBOOKS, BlockKind, FailureKind, HoldKind, Kind, Phase, WaitReason, block_runbook
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 RUNBOOK_DIR = ROOT / "runbooks"
@@ -63,13 +63,27 @@ def test_the_runbook_directory_holds_pages() -> None:
 
 @pytest.mark.parametrize("kind,page", sorted(RUNBOOKS.items()))
 def test_every_page_the_code_maps_a_kind_to_exists(kind: str, page: str) -> None:
-    path = ROOT / runbook_for(kind)
-    assert path == RUNBOOK_DIR / f"{page}.md"
+    path = RUNBOOK_DIR / f"{page}.md"
     assert path.is_file(), f"RUNBOOKS[{kind!r}] names {path.relative_to(ROOT)}, which does not exist"
+    if kind not in ("halted", "paused"):  # a phase's page is its own; a block's or failure's is what a node cites
+        assert ROOT / block_runbook(kind) == path
+
+
+KINDS: list[Kind] = [*BlockKind, *FailureKind, *HoldKind, *WaitReason, *Phase]
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: f"{type(k).__name__}.{k.name}")
+def test_every_kind_names_a_page_that_exists_and_a_label_prometheus_takes(kind: Kind) -> None:
+    if kind.runbook is not None:
+        assert (ROOT / kind.runbook).is_file(), f"{type(kind).__name__}.{kind.name}: {kind.runbook} does not exist"
+    assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", kind.label), kind.label
 
 
 def test_an_unknown_kind_falls_back_to_an_existing_page() -> None:
-    assert (ROOT / runbook_for("no-such-kind")).is_file()
+    assert (ROOT / block_runbook("no-such-kind")).is_file()
+    assert BlockKind.read("no-such-kind") is None and BlockKind.read(None) is None
+    assert FailureKind.of_block(BlockKind.PDB) is FailureKind.PDB
+    assert FailureKind.of_block(BlockKind.STATE_LABEL) is FailureKind.FAILED  # a state-label block never times out
 
 
 def test_the_reference_scanner_finds_what_it_should() -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from upgrader.commands.control import _settings, _spec, _write
 from upgrader.commands.status import Refused, _given, _guarded, find_rollout, read_status, rollout_report
+from upgrader.core.model.kinds import WaitReason
 
 if TYPE_CHECKING:
     from upgrader.kube.api import KubeApi
@@ -41,7 +42,7 @@ def promote(args: argparse.Namespace) -> int:
             kept = {**parse_acknowledged(data.get(PROMOTED_KEY)), stage: finished_at}
             _write(api, settings, {PROMOTED_KEY: json.dumps(kept, sort_keys=True)})
         wait = _waits(status, getattr(args, "pool", None))
-        ended = "its soak ends" if wait.get("reason") == "soak" else "the promotion gate opens"
+        ended = "its soak ends" if wait.get("reason") == WaitReason.SOAK else "the promotion gate opens"
         print(f"promoted {stage} (finished at {finished_at}): {ended}; the next pass goes on")
         return 0
 

@@ -17,26 +17,16 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from upgrader.core.fleet.preflight import HOLD_KINDS
+from upgrader.core.model.kinds import BlockKind, FailureKind, HoldKind, Phase, WaitReason
 from upgrader.core.model.states import IN_PROGRESS, STATE_COUNT_KEYS, State
 from upgrader.core.model.timefmt import parse_or_none
-from upgrader.core.rollout.status import PHASES
-from upgrader.core.rollout.waits import REASONS as WAIT_REASONS
 
-BLOCK_REASONS = (
-    "pdb", "wait_for_jobs", "pod_deletion", "drain", "gpu_pods", "cordon_record", "driver_daemonset", "state_label"
-)
-FAILURE_REASONS = (
-    "image",
-    "driver_restart",
-    "validation",
-    "pdb",
-    "wait_for_jobs",
-    "pod_deletion",
-    "drain",
-    "gpu_pods",
-    "failed",
-)
+# One series each, always exported (0 when no node has that kind): core/model/kinds.py holds the kinds.
+BLOCK_REASONS = tuple(k.label for k in BlockKind)
+FAILURE_REASONS = tuple(k.label for k in FailureKind)
+HOLD_REASONS = tuple(k.label for k in HoldKind)
+WAIT_REASONS = tuple(r.value for r in WaitReason)  # the status's own words: `waiting_on.reason`
+PHASES = tuple(p.value for p in Phase)
 # name: (help, labels)
 GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "upgrader_nodes": ("Managed GPU nodes per upgrade state (the leader's view).", ("state",)),
@@ -133,7 +123,7 @@ def families(status: dict[str, Any], now: float) -> Iterable[Metric]:
     for reason in FAILURE_REASONS:
         family["upgrader_failed_nodes"].add_metric([reason], sum(reason_label(f["kind"]) == reason for f in failed))
     held = status.get("held") or []
-    for reason in map(reason_label, HOLD_KINDS):
+    for reason in HOLD_REASONS:
         family["upgrader_held_nodes"].add_metric([reason], sum(reason_label(h["kind"]) == reason for h in held))
     info = {(b["node"], b["state"], reason_label(b["kind"])) for b in blocked}
     info |= {(h["node"], State.UPGRADE_REQUIRED.value, reason_label(h["kind"])) for h in held}

@@ -19,6 +19,7 @@ from upgrader.core.compat.profiles import Profile
 from upgrader.core.fleet.managed import fleet
 from upgrader.core.fleet.node_findings import cuda_findings, profile_findings
 from upgrader.core.model.findings import BLOCKING, Finding
+from upgrader.core.model.kinds import hold_runbook
 from upgrader.core.model.states import HELD, HELD_KIND, HELD_REASON, HELD_SINCE, State
 from upgrader.core.model.timefmt import rfc3339
 from upgrader.core.model.views import DriverSet, NodeView, PodView, Snapshot
@@ -69,25 +70,15 @@ class Preflight:
 
 @dataclass(frozen=True)
 class Hold:
-    """Why `run` keeps a node at upgrade-required: a blocking finding's kind and words, its runbook."""
+    """Why `run` keeps a node at upgrade-required: a blocking finding's kind (a `HoldKind`, or one
+    read back from the node) and words, its runbook."""
 
     kind: str
     reason: str
 
     @property
     def runbook(self) -> str:
-        return f"runbooks/{HOLD_RUNBOOKS.get(self.kind, 'preflight-hold')}.md"
-
-
-HOLD_RUNBOOKS = {
-    "missing-driver-image": "missing-driver-image",
-    "unqualified-profile": "preflight-hold",
-    "cuda-incompatible": "preflight-hold",
-    "invalid-node-data": "preflight-hold",
-    "preflight-input": "preflight-hold",
-}
-# The kinds a hold can have, for the `upgrader_nodes_held` gauge (one series each).
-HOLD_KINDS = tuple(HOLD_RUNBOOKS)
+        return hold_runbook(self.kind)
 
 
 def image_reference(driver_set: DriverSet | None, tag: str) -> str | None:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from upgrader.core.model.actions import Action, Annotate, DeletePod, Event, Evict, SetUnschedulable
+from upgrader.core.model.kinds import BlockKind
 from upgrader.core.model.selectors import parse_label_selector
 from upgrader.core.model.states import (
     DRIVER_DELETED_AT,
@@ -44,14 +45,14 @@ from upgrader.core.node.step_checks import (
 class Blocked:
     """Something outside upgrader stops the node: a PDB, jobs, pods it may not delete."""
 
-    kind: str  # pdb | wait-for-jobs | pod-deletion | drain | gpu-pods
+    kind: BlockKind
     reason: str
 
 
 @dataclass
 class StepPlan:
     node: str
-    kind: str = ""  # what a wait past its timeout counts as: pod-deletion, drain, ...
+    kind: BlockKind | None = None  # what a wait past its timeout blocks as (the eviction and job steps)
     attempts: list[Action] = field(default_factory=list)  # all tried, in order
     trigger: str | None = None  # fired when every attempt succeeded
     blocked: Blocked | None = None  # known from the snapshot, before acting
@@ -95,7 +96,9 @@ def cordon(ctx: NodeContext) -> StepPlan:
 
 def wait_for_jobs(ctx: NodeContext) -> StepPlan:
     settings = ctx.policy.wait_for_completion
-    plan = StepPlan(ctx.node.name, kind="wait-for-jobs", trigger="jobs_finished", timeout=settings.timeout_seconds)
+    plan = StepPlan(
+        ctx.node.name, kind=BlockKind.WAIT_FOR_JOBS, trigger="jobs_finished", timeout=settings.timeout_seconds
+    )
     if not settings.pod_selector:
         return plan
     selector = parse_label_selector(settings.pod_selector)
@@ -115,7 +118,7 @@ def _evictions(
     pods: list[PodView],
     force: bool,
     empty_dir: bool,
-    kind: str,
+    kind: BlockKind,
     knob: str,
     trigger: str,
     timeout: int,
@@ -188,7 +191,7 @@ def gpu_pod_deletion(ctx: NodeContext) -> StepPlan:
         pods,
         settings.force,
         settings.delete_empty_dir,
-        "pod-deletion",
+        BlockKind.POD_DELETION,
         "gpuPodDeletion",
         "gpu_pods_gone",
         settings.timeout_seconds,
@@ -210,7 +213,7 @@ def drain(ctx: NodeContext) -> StepPlan:
         pods,
         settings.force,
         settings.delete_empty_dir,
-        "drain",
+        BlockKind.DRAIN,
         "drain",
         "drained",
         settings.timeout_seconds,
@@ -235,7 +238,7 @@ def restart_driver(ctx: NodeContext) -> StepPlan:
         if clients:
             verb = "holds" if len(clients) == 1 else "hold"
             plan.blocked = Blocked(
-                "gpu-pods",
+                BlockKind.GPU_PODS,
                 f"{count_of(len(clients), 'pod')} still {verb} GPUs: {pod_names(clients)}; "
                 "the driver cannot unload under them",
             )
@@ -253,7 +256,7 @@ def restart_driver(ctx: NodeContext) -> StepPlan:
     if changed and holders:
         # The template changed between the decision and the new pod: that driver installs anew.
         plan.blocked = Blocked(
-            "gpu-pods",
+            BlockKind.GPU_PODS,
             f"the driver configuration changed during a restart-only upgrade (DRIVER_CONFIG_DIGEST "
             f"{ctx.node.annotations.get(RESTART_ONLY)} -> {changed[0].config_digest}) while "
             f"{count_of(len(holders), 'pod')} still held GPUs: {pod_names(holders)}; move them off the node",
@@ -320,7 +323,7 @@ def uncordon(ctx: NodeContext) -> StepPlan:
         plan.trigger = None
         shown = "missing" if record is None else f"{record!r}, not true or false"
         plan.blocked = Blocked(
-            "cordon-record",
+            BlockKind.CORDON_RECORD,
             f"no record says upgrader cordoned the node ({WAS_UNSCHEDULABLE} is {shown}), so it stays "
             f"cordoned: uncordon it yourself if upgrader cordoned it, or annotate {WAS_UNSCHEDULABLE}=false",
         )

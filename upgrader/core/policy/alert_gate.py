@@ -22,8 +22,9 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from upgrader.core.model.alerts import Alert, AlertReading
+from upgrader.core.model.kinds import WaitReason
 
-RUNBOOK = "runbooks/alert-gate.md"
+RUNBOOK = WaitReason.ALERT_FIRING.runbook
 NAMED = 5  # alerts a sentence names before "and N more"
 SHOWN_LABELS = ("severity", "namespace")  # shown besides the labels the matchers name
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -111,7 +112,7 @@ class GateVerdict:
     """Whether the gate lets nodes start now; `url` is empty when the policy sets no gate."""
 
     open: bool
-    reason: str | None = None  # alert-firing, alert-gate-unavailable
+    reason: WaitReason | None = None  # ALERT_FIRING or ALERT_GATE_UNAVAILABLE when closed
     alerts: tuple[str, ...] = ()  # the matching firing alerts, described (Alert.describe)
     error: str | None = None
     url: str = ""
@@ -130,17 +131,17 @@ def gate_verdict(gate: AlertGate | None, reading: AlertReading | None) -> GateVe
     url = gate.prometheus_url
     if reading is None or reading.error is not None:
         error = "not asked this pass" if reading is None else reading.error
-        return GateVerdict(False, "alert-gate-unavailable", error=error, url=url)
+        return GateVerdict(False, WaitReason.ALERT_GATE_UNAVAILABLE, error=error, url=url)
     keys = gate.key_labels()
     firing = sorted({a.describe(keys) for a in reading.firing if gate.matches(a)})
     if firing:
-        return GateVerdict(False, "alert-firing", tuple(firing), url=url)
+        return GateVerdict(False, WaitReason.ALERT_FIRING, tuple(firing), url=url)
     return GateVerdict(True, url=url)
 
 
 def closed_text(verdict: GateVerdict) -> str:
     """The sentence a closed gate's wait says: status message, Event and log line."""
-    if verdict.reason == "alert-firing":
+    if verdict.reason is WaitReason.ALERT_FIRING:
         named = list(verdict.alerts[:NAMED])
         more = len(verdict.alerts) - len(named)
         listing = ", ".join(named) + (f" and {more} more" if more else "")

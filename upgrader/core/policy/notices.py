@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from upgrader.core.model.kinds import WaitReason
+
 
 class NoticeKind(StrEnum):
     HALTED = "halted"
@@ -125,8 +127,8 @@ def _staged(previous: Mapping[str, Any], status: Mapping[str, Any], staged: bool
     """The canary's end and a promotion wait, of the rollout or (`pool`) of one pool's entries."""
     out = _canary(previous, status, staged)
     wait, waited = status.get("waiting_on") or {}, previous.get("waiting_on") or {}
-    if wait.get("reason") == "awaiting-promotion" and (waited.get("reason"), waited.get("stage")) != (
-        "awaiting-promotion", wait.get("stage")
+    if wait.get("reason") == WaitReason.AWAITING_PROMOTION and (waited.get("reason"), waited.get("stage")) != (
+        WaitReason.AWAITING_PROMOTION, wait.get("stage")
     ):
         out.append(Notice(NoticeKind.AWAITING_PROMOTION, str(status.get("message", ""))))
     return [Notice(n.kind, f"pool {pool}: {n.text}", n.node) for n in out] if pool else out

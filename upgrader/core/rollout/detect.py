@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from upgrader.core.fleet.managed import fleet
 from upgrader.core.fleet.preflight import clear_held
 from upgrader.core.model.actions import Action, Annotate, Event, SetUnschedulable, Transition
-from upgrader.core.model.runbooks import runbook_for
+from upgrader.core.model.kinds import FailureKind
 from upgrader.core.model.states import (
     FAILED_AT,
     FAILED_DRIVER_POD,
@@ -228,7 +228,7 @@ def record_failure(node: NodeView, now: float) -> list[Action]:
         return []
     reason = "labelled upgrade-failed with no failure recorded (by hand, or by another controller)"
     marks: dict[str, str | None] = {FAILED_AT: rfc3339(now), FAILED_KIND: "failed", FAILED_REASON: reason}
-    return [Annotate(node.name, marks), Event(node.name, "Warning", f"{reason}; see {runbook_for('failed')}")]
+    return [Annotate(node.name, marks), Event(node.name, "Warning", f"{reason}; see {FailureKind.FAILED.runbook}")]
 
 
 def unfinished(node: NodeView, now: float) -> Transition:

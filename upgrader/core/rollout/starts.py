@@ -13,6 +13,7 @@ from upgrader.core.fleet.pdb_choice import pdb_check
 from upgrader.core.fleet.preflight import Hold, Preflight, hold, hold_marks, node_findings
 from upgrader.core.model.actions import Action, Annotate, Event
 from upgrader.core.model.gpupods import GpuClaims
+from upgrader.core.model.kinds import HoldKind
 from upgrader.core.model.states import (
     DRIVER_DELETED_AT,
     FAILED_AT,
@@ -162,7 +163,8 @@ def hold_check(snapshot: Snapshot, policy: Policy, now: float, preflight: Prefli
             if not inputs.asks:
                 return None
             which = f"driver DaemonSet {ctx.driver_set.name}" if ctx.driver_set else "no driver DaemonSet"
-            return Hold("preflight-input", f"{which} sets no DRIVER_VERSION: the preflight cannot judge the node")
+            lacks = f"{which} sets no DRIVER_VERSION: the preflight cannot judge the node"
+            return Hold(HoldKind.PREFLIGHT_INPUT.value, lacks)
         restart_only = restart_only_digest(ctx) is not None
         pods = snapshot.node_pods.get(name)
         if pods is None and preflight.pods_of is not None and not restart_only:

@@ -9,9 +9,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from upgrader.core.fleet.preflight import Hold
 from upgrader.core.model.actions import Action, Event
-from upgrader.core.model.runbooks import runbook_for
+from upgrader.core.model.kinds import Phase, block_runbook, hold_runbook
 from upgrader.core.model.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
@@ -36,8 +35,6 @@ from upgrader.core.rollout.eta import estimate
 from upgrader.core.rollout.schedule import Schedule, canary_domain, domain_of
 from upgrader.core.rollout.waits import Wait
 
-PHASES = ("Running", "Halted", "Paused", "Done")
-
 
 def blocked_nodes(snapshot: Snapshot, managed: list[str]) -> list[dict[str, Any]]:
     out = []
@@ -52,7 +49,7 @@ def blocked_nodes(snapshot: Snapshot, managed: list[str]) -> list[dict[str, Any]
                     "kind": kind,
                     "reason": node.annotations.get(BLOCKED_REASON, ""),
                     "since": node.annotations.get(BLOCKED_SINCE, ""),
-                    "runbook": runbook_for(kind),
+                    "runbook": block_runbook(kind),
                 }
             )
     return out
@@ -71,7 +68,7 @@ def held_nodes(snapshot: Snapshot, managed: list[str]) -> list[dict[str, Any]]:
                     "kind": kind,
                     "reason": node.annotations.get(HELD_REASON, ""),
                     "since": node.annotations.get(HELD_SINCE, ""),
-                    "runbook": Hold(kind, "").runbook,
+                    "runbook": hold_runbook(kind),
                 }
             )
     return out
@@ -91,7 +88,7 @@ def failed_nodes(snapshot: Snapshot, managed: list[str], acknowledged: set[str])
                     "since": node.annotations.get(FAILED_AT, ""),
                     "acknowledged": name in acknowledged,
                     "state": node.annotations.get(FAILED_STATE, ""),  # the state it failed in
-                    "runbook": runbook_for(kind),
+                    "runbook": block_runbook(kind),
                 }
             )
     return out
@@ -163,13 +160,13 @@ def rollout_status(
     pending = by_state[State.UPGRADE_REQUIRED.value] + sum(by_state[s.value] for s in IN_PROGRESS)
     unlabelled = by_state[UNLABELLED]
     if snapshot.control.paused or not policy.auto_upgrade:
-        phase = "Paused"
+        phase = Phase.PAUSED
     elif halt:
-        phase = "Halted"
+        phase = Phase.HALTED
     elif pending == 0 and unlabelled == 0:
-        phase = "Done"  # failures that should stop the rollout halt it above
+        phase = Phase.DONE  # failures that should stop the rollout halt it above
     else:
-        phase = "Running"
+        phase = Phase.RUNNING
     blocked = blocked_nodes(snapshot, watched)
     blocked_names = {b["node"] for b in blocked}
     per_domain, order = counted.per_domain, counted.order
@@ -188,19 +185,19 @@ def rollout_status(
             }
         )
     message = {
-        "Paused": paused_message(snapshot.control, halt, failed, bool(blocked_names)) if snapshot.control.paused
+        Phase.PAUSED: paused_message(snapshot.control, halt, failed, bool(blocked_names)) if snapshot.control.paused
         else "autoUpgrade is false in the policy",
-        "Halted": f"halted: {halt}",
-        "Done": f"done: {by_state[State.DONE.value]} of {len(nodes)} nodes upgraded"
+        Phase.HALTED: f"halted: {halt}",
+        Phase.DONE: f"done: {by_state[State.DONE.value]} of {len(nodes)} nodes upgraded"
         + (f", {len(failed)} failed" if failed else "")
         # Never "done" in silence over nodes it could not manage (two driver DaemonSets, a bogus label).
         + (f"; {len(invalid)} invalid, not upgraded: {', '.join(sorted(n for n, _ in invalid))}" if invalid else ""),
-        "Running": schedule.waiting if schedule and schedule.waiting else "rolling",
+        Phase.RUNNING: schedule.waiting if schedule and schedule.waiting else "rolling",
     }[phase]
     # What no node starting waits on, for scripts and `-o json`; the message says it in words.
-    wait = schedule.wait if schedule and phase == "Running" else None
+    wait = schedule.wait if schedule and phase is Phase.RUNNING else None
     return {
-        "phase": phase,
+        "phase": phase.value,
         "message": message,
         "halt_reason": halt,
         # The intent this status was judged under, as the controller read it (kept if its object is lost)

@@ -27,7 +27,7 @@ from upgrader.core.model.actions import (
     SetUnschedulable,
     Transition,
 )
-from upgrader.core.model.runbooks import runbook_for
+from upgrader.core.model.kinds import BlockKind, FailureKind
 from upgrader.core.model.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
@@ -84,7 +84,7 @@ def moved_by_someone_else(ctx: NodeContext) -> StepPlan | None:
     return StepPlan(
         name,
         blocked=Blocked(
-            "state-label",
+            BlockKind.STATE_LABEL,
             f"its state label was moved from {was} to {now_state} by someone else (upgrader had set {was}): "
             f"set it back (kubectl label node {name} {STATE_LABEL}={was} --overwrite), or let upgrader go on "
             f"from {now_state} (kubectl annotate node {name} {SINCE_STATE}={now_state} {STATE_SINCE}- --overwrite)",
@@ -101,7 +101,7 @@ def no_driver_set(ctx: NodeContext) -> StepPlan | None:
     return StepPlan(
         ctx.node.name,
         blocked=Blocked(
-            "driver-daemonset",
+            BlockKind.DRIVER_DAEMONSET,
             "no driver DaemonSet selects the node any more (deleted, or its node selector changed): its driver "
             "can be neither restarted nor validated; restore the DaemonSet",
         ),
@@ -134,7 +134,7 @@ def conclude(
     if blocked is not None:
         if timed_out and policy.on_blocked_timeout is OnBlockedTimeout.FAIL:
             reason = f"{blocked.reason}; blocked past the {plan.timeout}s timeout"
-            return fail(node, blocked.kind, reason, now, ready_driver_uid(ctx))
+            return fail(node, FailureKind.of_block(blocked.kind), reason, now, ready_driver_uid(ctx))
         suffix = f" (past the {plan.timeout}s timeout)" if timed_out else ""
         return block(node, Blocked(blocked.kind, blocked.reason + suffix), now)
     failures = [o for o in outcomes if o.result is Result.ERROR]
@@ -181,9 +181,11 @@ def conclude(
                 now,
                 ready_driver_uid(ctx),
             )
+        # Only the job and eviction steps time out into a block; the restart and validation fail.
+        assert plan.kind is not None, f"{node.state.value}: a step that times out into a block names its kind"
         return block(
             node,
-            Blocked(plan.kind or "blocked", f"{plan.waiting} (past the {plan.timeout}s timeout)"),
+            Blocked(plan.kind, f"{plan.waiting} (past the {plan.timeout}s timeout)"),
             now,
             since=node.annotations.get(STATE_SINCE),
         )
@@ -292,7 +294,7 @@ def _refusals(plan: StepPlan, outcomes: Sequence[Outcome], disrupted: frozenset[
     block = None
     if blocked:
         block = Blocked(
-            "pdb",
+            BlockKind.PDB,
             "; ".join(
                 f"eviction of {', '.join(pods)} refused by PodDisruptionBudget {budget} ({details[budget]})"
                 for budget, pods in sorted(blocked.items())
@@ -317,13 +319,14 @@ def spent_budgets(plan: StepPlan, outcomes: Sequence[Outcome]) -> set[str]:
     return out
 
 
-def _failure_kind(state: State, plan: StepPlan) -> str:
+def _failure_kind(state: State, plan: StepPlan) -> FailureKind:
     if state is State.POD_RESTART_REQUIRED:
         image_errors = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName")
-        return "image" if any(e in (plan.waiting or "") for e in image_errors) else "driver-restart"
+        pulls = any(e in (plan.waiting or "") for e in image_errors)
+        return FailureKind.IMAGE if pulls else FailureKind.DRIVER_RESTART
     if state is State.VALIDATION_REQUIRED:
-        return "validation"
-    return plan.kind or "failed"
+        return FailureKind.VALIDATION
+    return FailureKind.of_block(plan.kind) if plan.kind else FailureKind.FAILED
 
 
 def block(node: NodeView, blocked: Blocked, now: float, since: str | None = None) -> list[Action]:
@@ -331,7 +334,7 @@ def block(node: NodeView, blocked: Blocked, now: float, since: str | None = None
     same_kind = node.annotations.get(BLOCKED_KIND) == blocked.kind
     kept = node.annotations.get(BLOCKED_SINCE) if same_kind else None
     wanted = {
-        BLOCKED_KIND: blocked.kind,
+        BLOCKED_KIND: blocked.kind.value,
         BLOCKED_REASON: blocked.reason,
         BLOCKED_SINCE: kept or since or rfc3339(now),
     }
@@ -340,12 +343,12 @@ def block(node: NodeView, blocked: Blocked, now: float, since: str | None = None
     assert node.state is not None
     message = (
         f"blocked in {node.state.value} since {wanted[BLOCKED_SINCE]}: {blocked.reason}; "
-        f"see {runbook_for(blocked.kind)}"
+        f"see {blocked.kind.runbook}"
     )
     return [Annotate(node.name, wanted), Event(node.name, "Warning", message)]
 
 
-def fail(node: NodeView, kind: str, reason: str, now: float, ready_driver: str | None = None) -> list[Action]:
+def fail(node: NodeView, kind: FailureKind, reason: str, now: float, ready_driver: str | None = None) -> list[Action]:
     """`ready_driver`: the driver pod Ready at the newest revision as the node fails (see recovery)."""
     assert node.state is not None
     stamp = rfc3339(now)
@@ -356,7 +359,7 @@ def fail(node: NodeView, kind: str, reason: str, now: float, ready_driver: str |
         annotations={
             STATE_SINCE: stamp,
             FAILED_AT: stamp,
-            FAILED_KIND: kind,
+            FAILED_KIND: kind.value,
             FAILED_STATE: node.state.value,
             FAILED_REASON: reason,
             FAILED_DRIVER_POD: ready_driver,
@@ -366,7 +369,7 @@ def fail(node: NodeView, kind: str, reason: str, now: float, ready_driver: str |
     )
     return [
         transition,
-        Event(node.name, "Warning", f"upgrade failed in {node.state.value}: {reason}; see {runbook_for(kind)}"),
+        Event(node.name, "Warning", f"upgrade failed in {node.state.value}: {reason}; see {kind.runbook}"),
     ]
 
 

@@ -13,37 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from upgrader.core.fleet.preflight import Hold
+from upgrader.core.model.kinds import WaitReason, hold_runbook
 from upgrader.core.model.states import HELD_KIND, IN_PROGRESS, SKIP_LABEL, WAS_UNSCHEDULABLE, State
 from upgrader.core.model.timefmt import rfc3339
 from upgrader.core.model.views import NodeView
-from upgrader.core.policy.alert_gate import RUNBOOK as GATE_RUNBOOK
 from upgrader.core.policy.alert_gate import GateVerdict, closed_text
 from upgrader.core.policy.windows import YEARS, Verdict
 
-RUNBOOK = "runbooks/rollout-halted.md"
-WINDOW_RUNBOOK = "runbooks/maintenance-window-closed.md"
-CAPACITY_RUNBOOK = "runbooks/insufficient-gpu-capacity.md"
-PROMOTION_RUNBOOK = "runbooks/promotion.md"
 NAMED = 10  # nodes a sentence names before "and N more"
 FIX_NAMED = 5  # nodes a remedy names before "and N more"
 LISTED = 100  # nodes `waiting_on` lists: the status ConfigMap stays small on a large fleet
-# Every `Wait.reason`, for the `upgrader_rollout_waiting` gauge (one series each, 0 or 1).
-REASONS = (
-    "max-parallel-upgrades",
-    "max-unavailable",
-    "max-unavailable-zero",
-    "soak",
-    "canary-nodes",
-    "awaiting-promotion",
-    "previous-domain",
-    "other-domain",
-    "maintenance-window",
-    "alert-firing",
-    "alert-gate-unavailable",
-    "insufficient-gpu-capacity",
-    "pdb-capacity",
-    "preflight-hold",
-)
 
 # What a person does about a node holding the budget, in the order a remedy lists them.
 UNCORDON = "uncordon {}"
@@ -64,7 +43,7 @@ class Behind:
 
 @dataclass(frozen=True)
 class Wait:
-    reason: str  # one of REASONS
+    reason: WaitReason
     text: str  # the whole sentence: status message, Event and log line
     domain: str | None  # the domain the rollout is on
     nodes: tuple[Behind, ...] = ()
@@ -77,7 +56,7 @@ class Wait:
     def to_dict(self) -> dict[str, Any]:
         """The status's `waiting_on`; nothing in it changes from pass to pass while the wait is the same."""
         return {
-            "reason": self.reason,
+            "reason": self.reason.value,
             "domain": self.domain,
             "nodes": [{"node": b.node, "why": b.why} for b in self.nodes[:LISTED]],
             "count": len(self.nodes),
@@ -120,7 +99,7 @@ def behind(node: NodeView, bystander: bool = False) -> Behind:
 def max_parallel(limit: int, in_progress: Sequence[NodeView], domain: str | None, next_: str | None) -> Wait:
     nodes = tuple(behind(n) for n in sorted(in_progress, key=lambda n: n.name))
     return Wait(
-        "max-parallel-upgrades", f"maxParallelUpgrades {limit} reached: {listing(nodes)}", domain, nodes, next_
+        WaitReason.MAX_PARALLEL_UPGRADES, f"maxParallelUpgrades {limit} reached: {listing(nodes)}", domain, nodes, next_
     )
 
 
@@ -132,16 +111,11 @@ def max_unavailable(
     text = f"maxUnavailable {limit} reached: {listing(nodes)}"
     steps = remedy(nodes)
     if not steps:
-        return Wait("max-unavailable", text, domain, nodes, next_)
+        return Wait(WaitReason.MAX_UNAVAILABLE, text, domain, nodes, next_)
     todo = f"{steps[0]} or" if len(steps) == 1 else f"{', '.join(steps[:-1])} and {steps[-1]}, or"
-    return Wait(
-        "max-unavailable",
-        f"{text}; {todo} raise maxUnavailable; see {RUNBOOK}",
-        domain,
-        nodes,
-        next_,
-        runbook=RUNBOOK,
-    )
+    reason = WaitReason.MAX_UNAVAILABLE
+    return Wait(reason, f"{text}; {todo} raise maxUnavailable; see {reason.runbook}", domain, nodes, next_,
+                runbook=reason.runbook)
 
 
 def max_unavailable_zero(limit: int, waiting: Sequence[str], domain: str | None) -> Wait:
@@ -150,10 +124,11 @@ def max_unavailable_zero(limit: int, waiting: Sequence[str], domain: str | None)
     text = (
         f"maxUnavailable {limit}: only nodes already unavailable (cordoned or NotReady) start; "
         f"{names(waiting, NAMED)} {'is' if one else 'are'} available and {'waits' if one else 'wait'}; "
-        f"raise maxUnavailable; see {RUNBOOK}"
+        f"raise maxUnavailable; see {WaitReason.MAX_UNAVAILABLE_ZERO.runbook}"
     )
     nodes = tuple(Behind(n, "available") for n in waiting)
-    return Wait("max-unavailable-zero", text, domain, nodes, waiting[0] if waiting else None, runbook=RUNBOOK)
+    reason = WaitReason.MAX_UNAVAILABLE_ZERO
+    return Wait(reason, text, domain, nodes, waiting[0] if waiting else None, runbook=reason.runbook)
 
 
 def soak(
@@ -163,7 +138,7 @@ def soak(
     """A finished stage (`what`: a domain, or the canary domain's first nodes) soaks; `upgrader
     promote` ends it early (`stage`: its name and finish, core/rollout/stages.py)."""
     text = f"soaking {what} for {left}s more (failureDomains.soakSeconds {seconds}, until {until}); then {then} starts"
-    return Wait("soak", text, domain, (), next_, until, stage=stage)
+    return Wait(WaitReason.SOAK, text, domain, (), next_, until, stage=stage)
 
 
 def awaiting_promotion(what: str, stage: str, finished_at: str, then: str, domain: str | None,
@@ -171,9 +146,10 @@ def awaiting_promotion(what: str, stage: str, finished_at: str, then: str, domai
     """promotionGate: a finished stage waits for a person's promotion before the next starts."""
     text = (
         f"awaiting promotion: {what} finished at {finished_at} (promotionGate); {then} starts once promoted: "
-        f"upgrader promote; see {PROMOTION_RUNBOOK}"
+        f"upgrader promote; see {WaitReason.AWAITING_PROMOTION.runbook}"
     )
-    return Wait("awaiting-promotion", text, domain, (), next_, runbook=PROMOTION_RUNBOOK, stage=(stage, finished_at))
+    reason = WaitReason.AWAITING_PROMOTION
+    return Wait(reason, text, domain, (), next_, runbook=reason.runbook, stage=(stage, finished_at))
 
 
 def canary_nodes(domain: str, unfinished: Sequence[NodeView], count: int, rest: int, next_: str | None) -> Wait:
@@ -184,7 +160,7 @@ def canary_nodes(domain: str, unfinished: Sequence[NodeView], count: int, rest: 
         f"the rest of the canary domain {domain} ({rest} nodes) waits for its first {count} "
         f"(failureDomains.canaryNodes) to finish: {listing(nodes)}"
     )
-    return Wait("canary-nodes", text, domain, nodes, next_)
+    return Wait(WaitReason.CANARY_NODES, text, domain, nodes, next_)
 
 
 def window_closed(verdict: Verdict, domain: str | None, next_: str | None) -> Wait:
@@ -192,15 +168,16 @@ def window_closed(verdict: Verdict, domain: str | None, next_: str | None) -> Wa
     if verdict.next_open is None:  # the policy loaded, so its schedules fire; but not within sight now
         text = (
             f"no maintenance window is open and none opens within {YEARS} years; "
-            f"fix maintenanceWindows in the policy; see {WINDOW_RUNBOOK}"
+            f"fix maintenanceWindows in the policy; see {WaitReason.MAINTENANCE_WINDOW.runbook}"
         )
-        return Wait("maintenance-window", text, domain, (), next_, runbook=WINDOW_RUNBOOK)
+        return Wait(WaitReason.MAINTENANCE_WINDOW, text, domain, (), next_,
+                    runbook=WaitReason.MAINTENANCE_WINDOW.runbook)
     until = rfc3339(verdict.next_open)
     text = (
         f"no maintenance window is open: the next, {verdict.about}, opens at {until} "
         f"({verdict.local(verdict.next_open)}); nodes in progress finish, none starts before"
     )
-    return Wait("maintenance-window", text, domain, (), next_, until)
+    return Wait(WaitReason.MAINTENANCE_WINDOW, text, domain, (), next_, until)
 
 
 def gpu_capacity(held: Sequence[tuple[str, str]], domain: str | None) -> Wait:
@@ -211,9 +188,10 @@ def gpu_capacity(held: Sequence[tuple[str, str]], domain: str | None) -> Wait:
     others = f"; also held: {names([n for n, _ in held[1:]], NAMED)}" if len(held) > 1 else ""
     text = (
         f"{first} is held at upgrade-required: {why}{others}; it starts when room appears "
-        f"(gpuCapacity.onInsufficient: wait); see {CAPACITY_RUNBOOK}"
+        f"(gpuCapacity.onInsufficient: wait); see {WaitReason.INSUFFICIENT_GPU_CAPACITY.runbook}"
     )
-    return Wait("insufficient-gpu-capacity", text, domain, nodes, first, runbook=CAPACITY_RUNBOOK)
+    return Wait(WaitReason.INSUFFICIENT_GPU_CAPACITY, text, domain, nodes, first,
+                runbook=WaitReason.INSUFFICIENT_GPU_CAPACITY.runbook)
 
 
 def pdb_capacity(held: Sequence[tuple[str, str]], domain: str | None) -> Wait:
@@ -223,7 +201,7 @@ def pdb_capacity(held: Sequence[tuple[str, str]], domain: str | None) -> Wait:
     first, why = held[0]
     others = f"; also waiting: {names([n for n, _ in held[1:]], NAMED)}" if len(held) > 1 else ""
     text = f"{first} waits at upgrade-required: {why}{others}; it starts when the budget frees"
-    return Wait("pdb-capacity", text, domain, nodes, first)
+    return Wait(WaitReason.PDB_CAPACITY, text, domain, nodes, first)
 
 
 def preflight_hold(kept: Sequence[tuple[str, Hold]], domain: str | None) -> Wait:
@@ -233,13 +211,13 @@ def preflight_hold(kept: Sequence[tuple[str, Hold]], domain: str | None) -> Wait
     first, hold = kept[0]
     others = f"; also held: {names([n for n, _ in kept[1:]], NAMED)}" if len(kept) > 1 else ""
     text = f"{first} is held at upgrade-required ({hold.kind}): {hold.reason}{others}; see {hold.runbook}"
-    return Wait("preflight-hold", text, domain, nodes, first, runbook=hold.runbook)
+    return Wait(WaitReason.PREFLIGHT_HOLD, text, domain, nodes, first, runbook=hold.runbook)
 
 
 def alert_gate(verdict: GateVerdict, domain: str | None, next_: str | None) -> Wait:
     """A matching alert fires, or Prometheus cannot say: nothing starts; nodes in progress go on."""
-    reason = verdict.reason or "alert-gate-unavailable"
-    return Wait(reason, closed_text(verdict), domain, (), next_, runbook=GATE_RUNBOOK, alerts=verdict.alerts)
+    reason = verdict.reason or WaitReason.ALERT_GATE_UNAVAILABLE
+    return Wait(reason, closed_text(verdict), domain, (), next_, runbook=reason.runbook, alerts=verdict.alerts)
 
 
 def previous_domain(
@@ -251,11 +229,11 @@ def previous_domain(
     text = f"domain {waiting} waits for {which} to finish: {listing(nodes)}"
     held = [n for n in unfinished if n.state is State.UPGRADE_REQUIRED and n.annotations.get(HELD_KIND)]
     if not held or any(n.state in IN_PROGRESS for n in unfinished):
-        return Wait("previous-domain", text, current, nodes, next_)
+        return Wait(WaitReason.PREVIOUS_DOMAIN, text, current, nodes, next_)
     # Only held nodes keep it from finishing: a person ends this wait.
-    book = Hold(held[0].annotations[HELD_KIND], "").runbook
+    book = hold_runbook(held[0].annotations[HELD_KIND])
     text = f"{text}; {' and '.join(remedy(nodes))}; see {book}"
-    return Wait("previous-domain", text, current, nodes, next_, runbook=book)
+    return Wait(WaitReason.PREVIOUS_DOMAIN, text, current, nodes, next_, runbook=book)
 
 
 def other_domain(elsewhere: Sequence[str], current: str, in_progress: Sequence[NodeView], next_: str | None) -> Wait:
@@ -266,7 +244,7 @@ def other_domain(elsewhere: Sequence[str], current: str, in_progress: Sequence[N
         "(the order, a zone label or the fleet changed mid-rollout): no node starts until they finish; "
         f"in progress: {names([b.node for b in nodes], NAMED)}"
     )
-    return Wait("other-domain", text, current, nodes, next_)
+    return Wait(WaitReason.OTHER_DOMAIN, text, current, nodes, next_)
 
 
 def _unfinished(node: NodeView) -> Behind:
