@@ -17,7 +17,7 @@ from upgrader.core.model.views import HASH_LABEL, Control, DriverSet, NodeView, 
 from upgrader.core.node.context import NodeContext, context
 from upgrader.core.node.steps import STEPS, StepPlan
 from upgrader.core.policy.policy import Policy, policy_from_mapping
-from upgrader.core.rollout.stepping import conclude
+from upgrader.core.rollout.stepping import Conclusion, conclude
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 OPERATOR_NS = "gpu-operator"
@@ -261,6 +261,18 @@ def run_step(
     outcomes: Sequence[Outcome] | None = None,
 ) -> tuple[StepPlan, list[Action]]:
     """One step decided and concluded; attempts succeed unless `outcomes` says otherwise."""
+    plan, concluded = conclude_step(snap, name, pol, now, outcomes)
+    return plan, concluded.actions
+
+
+def conclude_step(
+    snap: Snapshot,
+    name: str = "n1",
+    pol: Policy | None = None,
+    now: float = T0,
+    outcomes: Sequence[Outcome] | None = None,
+) -> tuple[StepPlan, Conclusion]:
+    """`run_step`, with the whole conclusion: its actions and what the node waits on."""
     ctx, plan = step(snap, name, pol)
     return plan, conclude(ctx, plan, ok(plan) if outcomes is None else outcomes, now)
 

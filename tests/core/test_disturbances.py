@@ -25,7 +25,20 @@ from upgrader.core.rollout.detect import detect
 from upgrader.core.rollout.starts import start_nodes
 from upgrader.core.rollout.stepping import conclude, plan_steps
 
-from .factories import NEW, T0, at, driver_pod, gpu_pod, node, policy, run_step, snapshot, step, transition
+from .factories import (
+    NEW,
+    T0,
+    at,
+    conclude_step,
+    driver_pod,
+    gpu_pod,
+    node,
+    policy,
+    run_step,
+    snapshot,
+    step,
+    transition,
+)
 
 S = State
 
@@ -90,9 +103,9 @@ def test_an_eviction_the_api_keeps_failing_has_a_clock_and_a_reason() -> None:
     pol = policy(gpuPodDeletion={"timeoutSeconds": 20})
     _, plan = step(snap, pol=pol)
     failing = [Outcome(a, Result.ERROR, message) for a in plan.attempts]
-    plan, early = run_step(snap, pol=pol, now=T0 + 19, outcomes=failing)
-    assert early == []
-    assert plan.waiting == f"eviction of default/train-0 failed: {message}"
+    _, early = conclude_step(snap, pol=pol, now=T0 + 19, outcomes=failing)
+    assert early.actions == []
+    assert early.waiting == f"eviction of default/train-0 failed: {message}"
     _, late = run_step(snap, pol=pol, now=T0 + 20, outcomes=failing)
     assert isinstance(late[0], Annotate)
     assert late[0].annotations["gpu-upgrader.io/blocked-reason"] == (
@@ -121,7 +134,7 @@ def test_pods_that_keep_coming_back_are_named_and_time_out() -> None:
 
 def _plan_and_conclude(view: NodeView, pods: list[Any], pol: Any, now: float) -> list[Any]:
     ((ctx, plan),) = plan_steps(snapshot([view], pods), pol)
-    return conclude(ctx, plan, [Outcome(a, Result.OK) for a in plan.attempts], now)
+    return conclude(ctx, plan, [Outcome(a, Result.OK) for a in plan.attempts], now).actions
 
 
 def test_a_state_someone_else_moved_after_upgrader_started_blocks_and_says_the_change() -> None:
@@ -184,7 +197,7 @@ def test_a_clock_stamped_in_this_controllers_future_restarts_from_now() -> None:
     marks = {STARTED_AT: at(0), WAS_UNSCHEDULABLE: "false", SINCE_STATE: "wait-for-jobs-required"}
     view = node(state=S.WAIT_FOR_JOBS_REQUIRED, since=600, unschedulable=True, annotations=marks)
     ((ctx, plan),) = plan_steps(snapshot([view], [driver_pod()]), policy(), T0)
-    actions = conclude(ctx, plan, [], T0)
+    actions = conclude(ctx, plan, [], T0).actions
     assert actions == [
         Annotate("n1", {STATE_SINCE: at(0), SINCE_STATE: "wait-for-jobs-required"}),
         Event("n1", "Warning", f"the clock of wait-for-jobs-required ({STATE_SINCE} {at(600)}) is 600s in this "

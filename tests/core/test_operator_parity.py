@@ -34,6 +34,7 @@ from .factories import (
     OLD,
     T0,
     at,
+    conclude_step,
     driver_pod,
     gpu_pod,
     node,
@@ -101,10 +102,11 @@ def test_the_gpu_pods_it_may_delete_go_first_then_the_drain_takes_the_rest() -> 
     """Ours: the Operator evicts none when one cannot go; evicting the rest first leaves a narrow
     drain.podSelector (NVIDIA's advice) only the pods deletion could not take."""
     solo, web = gpu_pod("solo", owner=None), gpu_pod("train-0", uid="u-train")
-    plan, actions = run_step(_deletion(solo, web), pol=policy(**DRAIN), now=T0 + 5)
+    plan, concluded = conclude_step(_deletion(solo, web), pol=policy(**DRAIN), now=T0 + 5)
+    actions = concluded.actions
     assert [a.uid for a in plan.attempts if isinstance(a, Evict)] == ["u-train"]
     assert not any(isinstance(a, Transition) for a in actions)
-    assert plan.waiting == (
+    assert concluded.waiting == (
         "evicting 1 pod: default/train-0; cannot evict: default/solo not managed by a controller (set "
         "gpuPodDeletion.force to delete); the rest go first"
     )

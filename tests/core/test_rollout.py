@@ -230,7 +230,7 @@ def one_pass(world: World, pol: Policy, now: float) -> None:
     """The controller's order: detect, steps and their conclusions, then starts."""
     world.apply(detect(world.snap, pol, now))
     for ctx, plan in plan_steps(world.snap, pol):
-        world.apply(conclude(ctx, plan, world.apply(list(plan.attempts)), now))
+        world.apply(conclude(ctx, plan, world.apply(list(plan.attempts)), now).actions)
     _, starts = start_nodes(world.snap, pol, now, True, acknowledged_failures(world.snap))
     world.apply(starts)
 

@@ -13,7 +13,21 @@ from upgrader.core.model.states import BLOCKED_KIND, BLOCKED_REASON, BLOCKED_SIN
 from upgrader.core.node.steps import Blocked, StepPlan
 from upgrader.core.rollout.stepping import conclude
 
-from .factories import T0, at, driver_pod, gpu_pod, node, pdb, pod, policy, run_step, snapshot, step, validator
+from .factories import (
+    T0,
+    at,
+    conclude_step,
+    driver_pod,
+    gpu_pod,
+    node,
+    pdb,
+    pod,
+    policy,
+    run_step,
+    snapshot,
+    step,
+    validator,
+)
 from .steps_fixtures import CLEARED_BLOCK, RESTART_ENTRY, S, blocked, failed, moved
 
 # ----- GPU pod deletion -----------------------------------------------------------------------------------
@@ -37,13 +51,14 @@ def test_pod_deletion_evicts_only_gpu_pods() -> None:
         gpu_pod("done-0", phase="Succeeded"),  # finished: nothing to delete
         gpu_pod("static-0", mirror=True, owner="Node"),  # a mirror pod cannot be evicted
     )
-    plan, actions = run_step(snap, now=T0 + 3)
+    plan, concluded = conclude_step(snap, now=T0 + 3)
+    actions = concluded.actions
     assert plan.attempts == [
         Evict("n1", "default", "train-0", "u-train"),
         Evict("n1", "serving", "infer-0", "u-infer"),
     ]
     assert plan.blocked is None
-    assert plan.waiting == "evicting 2 pods: default/train-0, serving/infer-0"  # a wait with the step's clock
+    assert concluded.waiting == "evicting 2 pods: default/train-0, serving/infer-0"  # a wait with the step's clock
     assert actions == []  # evicted; the pods are gone on a later pass
 
 
@@ -238,9 +253,10 @@ def test_a_block_that_lifts_is_cleared() -> None:
 
 def test_terminating_gpu_pods_are_waited_for_not_evicted_again() -> None:
     snap = _deletion(gpu_pod("train-0", terminating=True), gpu_pod("train-1"))
-    plan, actions = run_step(snap, now=T0 + 30)
+    plan, concluded = conclude_step(snap, now=T0 + 30)
+    actions = concluded.actions
     assert [a.name for a in plan.attempts] == ["train-1"]
-    assert plan.waiting == "evicting 1 pod: default/train-1; waiting for 1 pod to terminate: default/train-0"
+    assert concluded.waiting == "evicting 1 pod: default/train-1; waiting for 1 pod to terminate: default/train-0"
     assert actions == []
 
 
@@ -331,9 +347,10 @@ def test_a_refusal_by_a_spent_budget_is_a_wait_not_a_block(budget: Any, disrupte
         [node(state=S.POD_DELETION_REQUIRED, since=0)], [gpu_pod("web-0", labels={"app": "web"})], pdbs=[budget]
     )
     ctx, plan = step(snap)
-    actions = conclude(ctx, plan, _refused(plan, "web-0"), T0 + 1, disrupted)
+    concluded = conclude(ctx, plan, _refused(plan, "web-0"), T0 + 1, disrupted)
+    actions = concluded.actions
     assert actions == []  # no block annotations, no halt: the budget comes back by itself
-    assert plan.waiting == (
+    assert concluded.waiting == (
         "eviction of default/web-0 waits for PodDisruptionBudget default/web: a disruption is in progress"
     )
 
@@ -345,6 +362,6 @@ def test_a_spent_budget_past_the_deletion_timeout_blocks() -> None:
         pdbs=[pdb("web", allowed=0, healthy=2, desired=2, expected=3)],
     )
     ctx, plan = step(snap)
-    actions = conclude(ctx, plan, _refused(plan, "web-0"), T0 + 301)
+    actions = conclude(ctx, plan, _refused(plan, "web-0"), T0 + 301).actions
     assert isinstance(actions[0], Annotate) and actions[0].annotations[BLOCKED_KIND] == "pod-deletion"
     assert "(past the 300s timeout)" in actions[0].annotations[BLOCKED_REASON]

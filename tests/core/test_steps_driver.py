@@ -64,9 +64,9 @@ def test_a_driver_pod_already_gone_does_not_restart_the_restart_clock() -> None:
     snap = _restart(old, validator())
     ctx, plan = step(snap)
     gone = [Outcome(a, Result.GONE) for a in plan.attempts]
-    assert conclude(ctx, plan, gone, T0 + 2) == []
+    assert conclude(ctx, plan, gone, T0 + 2).actions == []
     timeout = policy().pod_restart.timeout_seconds
-    actions = conclude(ctx, plan, gone, T0 + timeout)
+    actions = conclude(ctx, plan, gone, T0 + timeout).actions
     assert [type(a) for a in actions] == [Transition, Event]
     assert transition(actions).target is S.FAILED
 

@@ -8,7 +8,7 @@ import pytest
 
 from upgrader.core.model.actions import Annotate
 from upgrader.core.model.states import BLOCKED_KIND
-from upgrader.core.rollout.stepping import waiting_entry
+from upgrader.core.rollout.stepping import Conclusion, conclude, waiting_entry
 
 from .factories import T0, at, gpu_pod, node, pod, policy, run_step, snapshot, step
 from .steps_fixtures import S, blocked, failed, moved
@@ -104,10 +104,12 @@ def test_wait_for_jobs_timeout(on_blocked: str, now: float, expected: list[Any])
 def test_a_normal_wait_is_reported_as_waiting_not_blocked() -> None:
     snap = _jobs_snapshot(gpu_pod("train-0", owner="Job", labels={"app": "train"}))
     ctx, plan = step(snap, pol=policy(waitForCompletion={"podSelector": "app=train", "timeoutSeconds": 600}))
-    assert waiting_entry(ctx, plan, []) == {
+    concluded = conclude(ctx, plan, [], T0)
+    assert concluded.actions == [] and concluded.waiting == JOBS_WAITING
+    assert waiting_entry(ctx, concluded) == {
         "node": "n1",
         "state": "wait-for-jobs-required",
         "reason": JOBS_WAITING,
         "since": at(0),
     }
-    assert waiting_entry(ctx, plan, [Annotate("n1", {BLOCKED_KIND: "wait-for-jobs"})]) is None
+    assert waiting_entry(ctx, Conclusion([Annotate("n1", {BLOCKED_KIND: "wait-for-jobs"})], JOBS_WAITING)) is None

@@ -106,8 +106,8 @@ def reconcile(
         attempted = [*attempted, *held]
         decided = rollout.conclude(ctx, plan, attempted, now, frozenset(disrupted))
         disrupted.update(rollout.spent_budgets(plan, attempted))
-        work.act(decided)
-        entry = rollout.waiting_entry(ctx, plan, decided)
+        work.act(decided.actions)
+        entry = rollout.waiting_entry(ctx, decided)
         if entry is not None:
             waiting.append(entry)
     fleet = managed_fleet(work.snapshot)

@@ -1,18 +1,13 @@
-"""One reconcile pass, decided: per-node steps and their conclusions (detection is in detect.py,
-new starts in starts.py, the managed fleet in fleet.py).
-
-The controller calls these in order, applying actions between them:
-    steps = plan_steps(snapshot, policy)          -> attempt the steps' actions
-    actions = conclude(snapshot, steps, outcomes) -> transitions, block reasons, failures, events
-    snapshot = project(snapshot, applied)         -> the cluster as it now is
-    starts = start_nodes(snapshot, policy, now)   -> picked nodes leave upgrade-required (starts.py)
-Every function here is pure and takes `now`.
+"""Each node in progress, one pass: its step planned (`plan_steps`), then, once its attempts are
+applied, concluded (`conclude`) into its transition, block or failure and what it waits on; `project`
+folds what landed into the snapshot. rollout/reconcile.py calls them in that order; detection is in
+detect.py, new starts in starts.py. Pure: `now` is an argument.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from upgrader.core.fleet.managed import fleet
 from upgrader.core.model.actions import (
@@ -108,93 +103,112 @@ def no_driver_set(ctx: NodeContext) -> StepPlan | None:
     )
 
 
+@dataclass(frozen=True)
+class Conclusion:
+    """What a step and the outcome of its attempts come to: the actions to apply (the node's
+    transition, block or failure and their Events), and what the node waits on, if anything."""
+
+    actions: list[Action] = field(default_factory=list)
+    waiting: str | None = None
+
+
 def conclude(
     ctx: NodeContext, plan: StepPlan, outcomes: Sequence[Outcome], now: float, disrupted: frozenset[str] = frozenset()
-) -> list[Action]:
+) -> Conclusion:
     """Turn a step and what came of its attempts into the node's transition, block or failure.
 
     `disrupted`: PodDisruptionBudgets this pass already spent evicting from other nodes.
     """
-    node, policy = ctx.node, ctx.policy
+    node = ctx.node
     assert node.state is not None
     if plan.clock_lost is not None:
-        return restart_clock(node, plan.clock_lost, now)
+        return Conclusion(restart_clock(node, plan.clock_lost, now))
     refused, spent = _refusals(plan, outcomes, disrupted)
+    waiting = _waiting(plan, outcomes, spent)
+    entered = parse_or_none(node.annotations.get(plan.clock)) or now
+    timed_out = plan.timeout > 0 and now - entered >= plan.timeout
     blocked = plan.blocked or refused
+    if blocked is not None:
+        return Conclusion(_stopped(ctx, plan, blocked, timed_out, now), waiting)
+    failures = [o for o in outcomes if o.result is Result.ERROR]
+    if failures:
+        # The API failing is a wait like any other: it has the step's clock and shows its error; the
+        # step neither moves on nor stamps its own clock.
+        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+        waiting = f"{what_failed(failures[0].action)} failed: {failures[0].message}{more}"
+        return Conclusion(_past_timeout(ctx, plan, waiting, now) if timed_out else [], waiting)
+    if any(o.result is Result.CONFLICT for o in outcomes):
+        return Conclusion([], waiting)  # someone changed the node first: the next pass re-reads and decides again
+    if plan.stamp_on_success and any(o.result is Result.OK for o in outcomes):
+        # This pass started something with its own clock (the driver restart): start that clock.
+        # Not when every attempt found its pod gone already: a restart that keeps "deleting" a pod
+        # nobody can find must still run into its timeout.
+        return Conclusion([Annotate(node.name, {plan.stamp_on_success: rfc3339(now), **clear_if_blocked(node)})],
+                          waiting)
+    if plan.trigger is not None:
+        return Conclusion([_moved_on(ctx, plan.trigger, now)], waiting)
+    if timed_out and waiting:
+        return Conclusion(_past_timeout(ctx, plan, waiting, now), waiting)
+    if clear_if_blocked(node):
+        unblocked = Event(node.name, "Normal", f"no longer blocked in {node.state.value}")
+        return Conclusion([Annotate(node.name, CLEAR_BLOCK), unblocked], waiting)
+    return Conclusion([], waiting)
+
+
+def _waiting(plan: StepPlan, outcomes: Sequence[Outcome], spent: str) -> str | None:
+    """What the node waits on: its evictions under way, the step's own wait, budgets spent elsewhere."""
     evicted = [o.action for o in outcomes if isinstance(o.action, Evict) and o.result is Result.OK]
     # Evicting is a wait like any other: its clock runs, however many passes it evicts again.
     evicting = evicted and not plan.returning  # pods that keep coming back are named by their owner instead
     notes = [f"evicting {len(evicted)} pod{'s' if len(evicted) != 1 else ''}: {_keys(evicted)}"] if evicting else []
     notes += [note for note in (plan.waiting, spent) if note]
-    plan.waiting = "; ".join(notes) or None
-    entered = parse_or_none(node.annotations.get(plan.clock)) or now
-    timed_out = plan.timeout > 0 and now - entered >= plan.timeout
-    if plan.fallback and blocked is not None and (timed_out or (plan.hopeless and plan.blocked is not None)):
+    return "; ".join(notes) or None
+
+
+def _stopped(ctx: NodeContext, plan: StepPlan, blocked: Blocked, timed_out: bool, now: float) -> list[Action]:
+    """A node something outside upgrader stops: the step's fallback (past its timeout, or at once when
+    waiting cannot help), a failure past the timeout under onBlockedTimeout: fail, else a block."""
+    node = ctx.node
+    if plan.fallback and (timed_out or (plan.hopeless and plan.blocked is not None)):
         return fallback(ctx, plan, blocked.reason, now)
-    if blocked is not None:
-        if timed_out and policy.on_blocked_timeout is OnBlockedTimeout.FAIL:
-            reason = f"{blocked.reason}; blocked past the {plan.timeout}s timeout"
-            return fail(node, FailureKind.of_block(blocked.kind), reason, now, ready_driver_uid(ctx))
-        suffix = f" (past the {plan.timeout}s timeout)" if timed_out else ""
-        return block(node, Blocked(blocked.kind, blocked.reason + suffix), now)
-    failures = [o for o in outcomes if o.result is Result.ERROR]
-    if failures:
-        # The API failing is a wait like any other: it has the step's clock and shows its error.
-        plan.trigger, plan.stamp_on_success = None, None
-        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-        plan.waiting = f"{what_failed(failures[0].action)} failed: {failures[0].message}{more}"
-        if not timed_out:
-            return []
-    elif any(o.result is Result.CONFLICT for o in outcomes):
-        return []  # someone changed the node first: the next pass re-reads and decides again
-    if plan.stamp_on_success and any(o.result is Result.OK for o in outcomes):
-        # This pass started something with its own clock (the driver restart): start that clock.
-        # Not when every attempt found its pod gone already: a restart that keeps "deleting" a pod
-        # nobody can find must still run into its timeout.
-        return [Annotate(node.name, {plan.stamp_on_success: rfc3339(now), **clear_if_blocked(node)})]
-    if plan.trigger is not None:
-        annotations = {STATE_SINCE: rfc3339(now), **CLEAR_BLOCK}
-        # The Operator's timers of a state taken over from it are honoured until the node leaves it.
-        annotations.update({key: None for key in OPERATOR_TIMERS if key in node.annotations})
-        target_probe = fire(node.name, node.state, plan.trigger, ctx.flags)
-        annotations.update(entry_annotations(target_probe.target, ctx))
-        if target_probe.target is State.DONE:
-            annotations.update({key: None for key in PER_UPGRADE})
-            annotations.update({key: None for key in FINISHED_OPERATOR_KEYS if key in node.annotations})
-            annotations[REQUESTED_ANNOTATION] = None
-            annotations[STATE_SINCE] = rfc3339(now)
-        return [
-            replace(
-                target_probe,
-                annotations=annotations,
-                message=f"{node.state.value} -> {target_probe.target.value}",
-            )
-        ]
-    if timed_out and plan.waiting:
-        if plan.fallback:
-            return fallback(ctx, plan, f"{plan.waiting} (past the {plan.timeout}s timeout)", now)
-        if plan.fail_on_timeout or policy.on_blocked_timeout is OnBlockedTimeout.FAIL:
-            return fail(
-                node,
-                _failure_kind(node.state, plan),
-                f"not done within the {plan.timeout}s timeout: {plan.waiting}",
-                now,
-                ready_driver_uid(ctx),
-            )
-        # Only the job and eviction steps time out into a block; the restart and validation fail.
-        assert plan.kind is not None, f"{node.state.value}: a step that times out into a block names its kind"
-        return block(
-            node,
-            Blocked(plan.kind, f"{plan.waiting} (past the {plan.timeout}s timeout)"),
-            now,
-            since=node.annotations.get(STATE_SINCE),
-        )
-    if clear_if_blocked(node):
-        return [
-            Annotate(node.name, CLEAR_BLOCK),
-            Event(node.name, "Normal", f"no longer blocked in {node.state.value}"),
-        ]
-    return []
+    if timed_out and ctx.policy.on_blocked_timeout is OnBlockedTimeout.FAIL:
+        reason = f"{blocked.reason}; blocked past the {plan.timeout}s timeout"
+        return fail(node, FailureKind.of_block(blocked.kind), reason, now, ready_driver_uid(ctx))
+    suffix = f" (past the {plan.timeout}s timeout)" if timed_out else ""
+    return block(node, Blocked(blocked.kind, blocked.reason + suffix), now)
+
+
+def _moved_on(ctx: NodeContext, trigger: str, now: float) -> Transition:
+    """The step is done: the node's transition, with its new state's clock and entry records."""
+    node = ctx.node
+    assert node.state is not None
+    annotations = {STATE_SINCE: rfc3339(now), **CLEAR_BLOCK}
+    # The Operator's timers of a state taken over from it are honoured until the node leaves it.
+    annotations.update({key: None for key in OPERATOR_TIMERS if key in node.annotations})
+    probe = fire(node.name, node.state, trigger, ctx.flags)
+    annotations.update(entry_annotations(probe.target, ctx))
+    if probe.target is State.DONE:
+        annotations.update({key: None for key in PER_UPGRADE})
+        annotations.update({key: None for key in FINISHED_OPERATOR_KEYS if key in node.annotations})
+        annotations[REQUESTED_ANNOTATION] = None
+        annotations[STATE_SINCE] = rfc3339(now)
+    return replace(probe, annotations=annotations, message=f"{node.state.value} -> {probe.target.value}")
+
+
+def _past_timeout(ctx: NodeContext, plan: StepPlan, waiting: str, now: float) -> list[Action]:
+    """A wait that ran past the step's timeout: the fallback, a failure (the restart and validation,
+    or under onBlockedTimeout: fail), else a block that keeps the state's clock as its since."""
+    node = ctx.node
+    assert node.state is not None
+    if plan.fallback:
+        return fallback(ctx, plan, f"{waiting} (past the {plan.timeout}s timeout)", now)
+    if plan.fail_on_timeout or ctx.policy.on_blocked_timeout is OnBlockedTimeout.FAIL:
+        why = f"not done within the {plan.timeout}s timeout: {waiting}"
+        return fail(node, _failure_kind(node.state, plan, waiting), why, now, ready_driver_uid(ctx))
+    # Only the job and eviction steps time out into a block; the restart and validation fail.
+    assert plan.kind is not None, f"{node.state.value}: a step that times out into a block names its kind"
+    waited = Blocked(plan.kind, f"{waiting} (past the {plan.timeout}s timeout)")
+    return block(node, waited, now, since=node.annotations.get(STATE_SINCE))
 
 
 def _keys(evictions: Sequence[Action], limit: int = 5) -> str:
@@ -248,16 +262,17 @@ def clear_if_blocked(node: NodeView) -> dict[str, str | None]:
     return dict(CLEAR_BLOCK) if node.annotations.get(BLOCKED_KIND) else {}
 
 
-def waiting_entry(ctx: NodeContext, plan: StepPlan, concluded: Sequence[Action]) -> dict[str, str] | None:
+def waiting_entry(ctx: NodeContext, concluded: Conclusion) -> dict[str, str] | None:
     """A node that waits normally this pass (not blocked, not moving on), for the status."""
-    if not plan.waiting or any(isinstance(a, Transition) for a in concluded) or ctx.node.state is None:
+    actions = concluded.actions
+    if not concluded.waiting or any(isinstance(a, Transition) for a in actions) or ctx.node.state is None:
         return None
-    if any(isinstance(a, Annotate) and a.annotations.get(BLOCKED_KIND) for a in concluded):
+    if any(isinstance(a, Annotate) and a.annotations.get(BLOCKED_KIND) for a in actions):
         return None
     return {
         "node": ctx.node.name,
         "state": ctx.node.state.value,
-        "reason": plan.waiting,
+        "reason": concluded.waiting,
         "since": ctx.node.annotations.get(STATE_SINCE, ""),
     }
 
@@ -319,10 +334,10 @@ def spent_budgets(plan: StepPlan, outcomes: Sequence[Outcome]) -> set[str]:
     return out
 
 
-def _failure_kind(state: State, plan: StepPlan) -> FailureKind:
+def _failure_kind(state: State, plan: StepPlan, waiting: str) -> FailureKind:
     if state is State.POD_RESTART_REQUIRED:
         image_errors = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName")
-        pulls = any(e in (plan.waiting or "") for e in image_errors)
+        pulls = any(e in waiting for e in image_errors)
         return FailureKind.IMAGE if pulls else FailureKind.DRIVER_RESTART
     if state is State.VALIDATION_REQUIRED:
         return FailureKind.VALIDATION
