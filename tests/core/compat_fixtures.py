@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from upgrader.core.compat.cuda import Floors, Verdict
 
-PINNED: Floors = {12: (525, 60, 13)}  # "older CUDA 12 notes said >= 525.60.13" (DOMAIN.md §5)
+PINNED: Floors = {12: (525, 60, 13)}  # "older CUDA 12 notes said >= 525.60.13" (docs/compatibility.md)
 
 
 def one_line(verdict: Verdict) -> Verdict:

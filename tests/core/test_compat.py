@@ -1,4 +1,4 @@
-"""Driver / CUDA compatibility (DOMAIN.md §5): the three paths, their boundaries, and failing closed.
+"""Driver / CUDA compatibility (docs/compatibility.md): the three paths, their boundaries, and failing closed.
 
 Windows (CUDA major: floor, upper bound): 11: 450-525, 12: 525-580, 13: 580-none. Backward
 compatibility at or above the toolkit driver of the workload's release (PTX JIT fine); minor-version
@@ -146,7 +146,8 @@ def test_check(
 
 
 def test_reasons_read_as_documented() -> None:
-    """DOMAIN.md §5's own example, word for word: 550.90.07 admits a CUDA 12.4 PTX workload, 535.183.06 does not."""
+    """docs/compatibility.md's own example, as its opening shows it: 550.90.07 admits a CUDA 12.4 PTX
+    workload, 535.183.06 does not."""
     assert check("550.90.07", "12.4", ptx_jit=True) == Verdict(
         True,
         "backward",

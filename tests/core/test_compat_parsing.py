@@ -1,4 +1,4 @@
-"""Driver / CUDA compatibility (DOMAIN.md §5), its inputs: the recorded windows, parse_version and
+"""Driver / CUDA compatibility (docs/compatibility.md), its inputs: the recorded windows, parse_version and
 parse_floors (pinned floors), each refusing bad text with a one-line message."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Driver / CUDA compatibility (DOMAIN.md §5) for pods: workload_verdict (the pod's CUDA annotations)
+"""Driver / CUDA compatibility (docs/compatibility.md) for pods: workload_verdict (the pod's CUDA annotations)
 and affinity_verdict (required node affinity on the driver-major label)."""
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def test_rows_are_newest_first_and_a_newer_release_never_needs_an_older_driver()
 
 def test_every_toolkit_driver_sits_in_its_majors_window() -> None:
     """At or above the minor-version floor, below the upper bound: so every driver at or above the
-    upper bound is backward compatible with the whole major, as DOMAIN.md §5 says."""
+    upper bound is backward compatible with the whole major, as docs/compatibility.md#the-three-paths says."""
     for release in RELEASES.values():
         floor, upper = WINDOWS[release.version[0]]
         assert release.driver >= floor, release

@@ -1,5 +1,5 @@
-"""NVIDIADriver node selectors (DOMAIN.md §6): two non-default resources must never select the same GPU
-node, judged on real node labels; at most one default, and a default has no selector."""
+"""NVIDIADriver node selectors (docs/compatibility.md#nvidiadriver-selectors): two non-default resources must
+never select the same GPU node, judged on real node labels; at most one default, and a default has no selector."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Precompiled driver image tags (DOMAIN.md §4): `<branch>-<kernel>-<os>` from what the node reports."""
+"""Precompiled driver image tags (docs/compatibility.md#precompiled-driver-images): `<branch>-<kernel>-<os>`
+from what the node reports."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Compatibility profiles (DOMAIN.md §6), loading: the file format, every field's check and one-line errors
-for bad files. Which profile qualifies a node: test_profiles_qualification.py."""
+"""Compatibility profiles (docs/compatibility.md#compatibility-profiles), loading: the file format, every
+field's check and one-line errors for bad files. Which profile qualifies a node: test_profiles_qualification.py."""
 
 from __future__ import annotations
 

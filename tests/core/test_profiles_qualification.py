@@ -1,5 +1,5 @@
-"""Compatibility profiles (DOMAIN.md §6): a combination is admitted on a node only if a qualified,
-unexpired profile for exactly that combination selects the node."""
+"""Compatibility profiles (docs/compatibility.md#compatibility-profiles): a combination is admitted on a node
+only if a qualified, unexpired profile for exactly that combination selects the node."""
 
 from __future__ import annotations
 

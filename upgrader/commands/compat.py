@@ -1,4 +1,4 @@
-"""`upgrader compat`: may a workload built for CUDA release R run on a node with driver D? (DOMAIN.md §5)
+"""`upgrader compat`: may a workload built for CUDA release R run on a node with driver D? (docs/compatibility.md)
 
 Prints `admitted: <reason>` or `refused: <reason>`, naming the path and the numbers it used. Exit 0
 admitted, 1 refused, 2 usage: a malformed --driver, --cuda or --floor is the user's typo, said in one

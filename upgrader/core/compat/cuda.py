@@ -1,4 +1,4 @@
-"""Driver / CUDA compatibility (DOMAIN.md §5): may a workload built for CUDA release X.Y[.Z] run on driver D?
+"""Driver / CUDA compatibility (docs/compatibility.md): may a workload built for CUDA release X.Y[.Z] run on driver D?
 
 X's window gives the floor F (the major's minimum driver); the release's toolkit driver T comes from
 NVIDIA's table (`upgrader.core.compat.cuda_releases`). Three paths are tried in order:

@@ -2,7 +2,7 @@
 
 A driver at or above it runs the release's builds under backward compatibility, PTX JIT included;
 below it, down to the major's floor, only minor-version compatibility holds (SASS only). See
-DOMAIN.md §5 and `upgrader.core.compat.cuda`.
+docs/compatibility.md#the-three-paths and `upgrader.core.compat.cuda`.
 
 Source: NVIDIA, CUDA Toolkit Release Notes, section "CUDA Driver", Table 3 "CUDA Toolkit and
 Corresponding Driver Versions", column "Linux x86_64 Driver Version" (current notes at
