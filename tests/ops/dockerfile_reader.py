@@ -162,3 +162,43 @@ def copied_to(stage: Stage, path: str) -> list[str]:
             if dest == path or (dest.endswith("/") and dest + PurePosixPath(source).name == path):
                 found.append(source)
     return found
+
+
+def dockerignore_patterns() -> list[tuple[bool, re.Pattern[str]]]:
+    """(is_exception, regex) per .dockerignore line, as Docker's patternmatcher reads them."""
+    patterns = []
+    for raw in (ROOT / ".dockerignore").read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        exception = line.startswith("!")
+        pattern = str(PurePosixPath(line.removeprefix("!").strip())).lstrip("/")
+        regex = ""
+        i = 0
+        while i < len(pattern):
+            if pattern.startswith("**/", i):
+                regex, i = regex + "(.*/)?", i + 3
+            elif pattern.startswith("**", i):
+                regex, i = regex + ".*", i + 2
+            elif pattern[i] == "*":
+                regex, i = regex + "[^/]*", i + 1
+            elif pattern[i] == "?":
+                regex, i = regex + "[^/]", i + 1
+            elif pattern[i] == "[":
+                end = pattern.index("]", i)
+                regex, i = regex + pattern[i : end + 1], end + 1
+            else:
+                regex, i = regex + re.escape(pattern[i]), i + 1
+        patterns.append((exception, re.compile(regex)))
+    return patterns
+
+
+def ignored(path: str, patterns: list[tuple[bool, re.Pattern[str]]]) -> bool:
+    """Docker's rule: the last pattern matching the path or one of its parent directories wins."""
+    parts = path.split("/")
+    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    excluded = False
+    for exception, regex in patterns:
+        if exception == excluded and any(regex.fullmatch(candidate) for candidate in candidates):
+            excluded = not exception
+    return excluded

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import NoReturn
 
 EXIT_USAGE = 2
@@ -60,13 +61,34 @@ def _port(text: str) -> int:
     return value
 
 
+def emulator_catalog() -> ModuleType | None:
+    """The emulator's catalog of fleets, or None where the emulator (upgrader.sim) is not installed: the
+    controller image leaves it out, as it holds what `run` needs (docs/image.md)."""
+    try:
+        from upgrader.sim.fleets import catalog
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (exc.name == "upgrader.sim" or exc.name.startswith("upgrader.sim.")):
+            return None
+        raise
+    return catalog
+
+
+NO_EMULATOR = (
+    "`upgrader {}` needs the Kubernetes API emulator (upgrader.sim), which this installation leaves out "
+    "(the controller image holds only what `run` needs); run it from a checkout (README.md)"
+)
+
+
 def build_parser(prog: str = "upgrader") -> argparse.ArgumentParser:
     """`prog`: how usage lines name the command (`kubectl upgrader` when run as kubectl's plugin)."""
     from upgrader.commands import compat
     from upgrader.commands.logs import LOG_FORMATS
-    from upgrader.sim.fleets.catalog import DEFAULT_NODES, SCENARIO_NAMES, ZONES
 
-    nodes = _fleet_size(len(ZONES))
+    catalog = emulator_catalog()  # None in the controller image: demo and sim serve parse, then refuse
+    zones = catalog.ZONES if catalog else ()
+    nodes = _fleet_size(len(zones)) if catalog else int
+    default_nodes = catalog.DEFAULT_NODES if catalog else None
+    scenarios = sorted(catalog.SCENARIO_NAMES) if catalog else None
 
     from upgrader import __version__
 
@@ -78,7 +100,7 @@ def build_parser(prog: str = "upgrader") -> argparse.ArgumentParser:
         "validation-failure (default: %(default)s)"
     )
     nodes_help = (
-        f"GPU nodes in the emulated fleet, spread over {len(ZONES)} zones (at least {len(ZONES)}; "
+        f"GPU nodes in the emulated fleet, spread over {len(zones)} zones (at least {len(zones)}; "
         "default: %(default)s)"
     )
 
@@ -90,8 +112,8 @@ def build_parser(prog: str = "upgrader") -> argparse.ArgumentParser:
         description="Serve an emulated GPU cluster until Ctrl-C or SIGTERM. Its controller namespace is "
         "gpu-operator (where `upgrader run` keeps its status and Lease by default).",
     )
-    serve.add_argument("--scenario", default="healthy", choices=sorted(SCENARIO_NAMES), help=scenario_help)
-    serve.add_argument("--nodes", type=nodes, default=DEFAULT_NODES, help=nodes_help)
+    serve.add_argument("--scenario", default="healthy", choices=scenarios, help=scenario_help)
+    serve.add_argument("--nodes", type=nodes, default=default_nodes, help=nodes_help)
     serve.add_argument("--port", type=_port, default=0, help="port on 127.0.0.1; 0 (the default) picks a free one")
     serve.add_argument("--kubeconfig", required=True, help="where to write a kubeconfig for it (required)")
     serve.add_argument("--audit-log", help="append every request as a JSON line to this file")
@@ -150,8 +172,8 @@ def build_parser(prog: str = "upgrader") -> argparse.ArgumentParser:
                      "(instead of the policy's preflight key)")
 
     demo = commands.add_parser("demo", help="emulated cluster + controller in one process, live progress")
-    demo.add_argument("--scenario", default="healthy", choices=sorted(SCENARIO_NAMES), help=scenario_help)
-    demo.add_argument("--nodes", type=nodes, default=DEFAULT_NODES, help=nodes_help)
+    demo.add_argument("--scenario", default="healthy", choices=scenarios, help=scenario_help)
+    demo.add_argument("--nodes", type=nodes, default=default_nodes, help=nodes_help)
     demo.add_argument("--policy", help="policy YAML instead of the demo's built-in one")
     demo.add_argument("--timeout", type=_positive_int, default=240, help="seconds before giving up")
 
@@ -286,6 +308,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from upgrader.inputs import ConfigError, UsageError  # here: PyYAML loads only for a command that runs
 
     try:
+        emulated = {"demo": "demo", "sim": "sim serve"}.get(args.command)
+        if emulated and emulator_catalog() is None:
+            raise UsageError(NO_EMULATOR.format(emulated))
         if args.command == "sim" and args.sim_command == "serve":
             from upgrader.commands.sim_serve import serve
 
