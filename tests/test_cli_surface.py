@@ -31,7 +31,7 @@ from upgrader.core.model.states import (
     State,
 )
 from upgrader.core.policy.policy import Policy
-from upgrader.core.rollout.schedule import plan_starts
+from upgrader.core.rollout.schedule import Nodes, Standing, plan_starts
 from upgrader.core.rollout.starts import acknowledged_failures
 from upgrader.core.rollout.status import rollout_status
 
@@ -129,7 +129,7 @@ def big_halted_fleet() -> dict[str, Any]:
     split = fleet(snap)
     acknowledged = acknowledged_failures(snap)
     now = T0 + 3600
-    schedule = plan_starts(split.managed, Policy(), now, False, acknowledged)
+    schedule = plan_starts(Nodes(split.managed), Policy(), now, False, Standing(acknowledged))
     managed = [n.name for n in split.managed]
     waiting = [{"node": n, "state": "upgrade-required", "reason": "waiting for a maxParallelUpgrades slot"}
                for n in managed[50:90]]

@@ -8,7 +8,7 @@ from typing import Any
 from upgrader.core.model.states import State
 from upgrader.core.model.views import NodeView
 from upgrader.core.policy.policy import Policy
-from upgrader.core.rollout.schedule import plan_starts
+from upgrader.core.rollout.schedule import Nodes, Standing, plan_starts
 
 from .factories import T0, node
 
@@ -30,4 +30,4 @@ def starts(
     may_start: bool = True,
     acknowledged: set[str] | None = None,
 ) -> list[str]:
-    return plan_starts(nodes, pol or Policy(), now, may_start, acknowledged or set()).starts
+    return plan_starts(Nodes(nodes), pol or Policy(), now, may_start, Standing(acknowledged or set())).starts

@@ -9,7 +9,7 @@ import pytest
 
 from upgrader.core.model.views import NodeView
 from upgrader.core.policy.policy import Policy
-from upgrader.core.rollout.schedule import NO_DOMAIN, canary_domain, domain_order, plan_starts
+from upgrader.core.rollout.schedule import NO_DOMAIN, Nodes, Standing, canary_domain, domain_order, plan_starts
 
 from .factories import T0, at, node, policy
 from .schedule_fixtures import DONE, FAILED, REQ, S, fleet, starts
@@ -49,7 +49,7 @@ def test_only_unlabelled_nodes_form_one_domain() -> None:
 
 
 def test_no_nodes() -> None:
-    schedule = plan_starts([], Policy(), T0, True, set())
+    schedule = plan_starts(Nodes([]), Policy(), T0, True)
     assert (schedule.starts, schedule.current_domain, schedule.domains) == ([], None, [])
     assert canary_domain([], Policy()) is None
 
@@ -61,14 +61,14 @@ def test_a_node_in_progress_in_another_domain_finishes_before_anything_starts() 
     """b's node is in progress (the order changed, a zone was relabelled, a replica had another
     order) while the rollout is on a: nothing starts until it is done, then a goes on."""
     nodes = fleet(("n1", "b", S.CORDON_REQUIRED), ("n2", "a", REQ), ("n3", "a", REQ), ("n4", "b", REQ))
-    schedule = plan_starts(nodes, policy(maxParallelUpgrades=0, maxUnavailable="100%"), T0, True, set())
+    schedule = plan_starts(Nodes(nodes), policy(maxParallelUpgrades=0, maxUnavailable="100%"), T0, True)
     assert (schedule.starts, schedule.current_domain) == ([], "a")
     assert schedule.waiting == (
         "nodes of domain b are in progress while the rollout is on domain a (the order, a zone label or "
         "the fleet changed mid-rollout): no node starts until they finish; in progress: n1"
     )
     done = fleet(("n1", "b", DONE), ("n2", "a", REQ), ("n3", "a", REQ), ("n4", "b", REQ))
-    assert plan_starts(done, policy(maxParallelUpgrades=0, maxUnavailable="100%"), T0, True, set()).starts == [
+    assert plan_starts(Nodes(done), policy(maxParallelUpgrades=0, maxUnavailable="100%"), T0, True).starts == [
         "n2",
         "n3",
     ]
@@ -76,7 +76,7 @@ def test_a_node_in_progress_in_another_domain_finishes_before_anything_starts() 
 
 def test_the_domain_the_rollout_is_on_keeps_starting_beside_its_own_nodes_in_progress() -> None:
     nodes = fleet(("n1", "b", S.CORDON_REQUIRED), ("n2", "a", DONE), ("n4", "b", REQ))
-    schedule = plan_starts(nodes, policy(maxParallelUpgrades=2, maxUnavailable=2), T0, True, set())
+    schedule = plan_starts(Nodes(nodes), policy(maxParallelUpgrades=2, maxUnavailable=2), T0, True)
     assert (schedule.starts, schedule.current_domain) == (["n4"], "b")
 
 
@@ -84,7 +84,7 @@ def test_the_rollout_stays_on_its_domain_until_it_is_finished() -> None:
     """The last status said b: b goes on though the policy now puts c first."""
     nodes = fleet(("b1", "b", DONE), ("b2", "b", REQ), ("c1", "c", REQ))
     pol = policy(failureDomains={"order": ["c", "b"]})
-    schedule = plan_starts(nodes, pol, T0, True, set(), last_domain="b")
+    schedule = plan_starts(Nodes(nodes), pol, T0, True, Standing(last_domain="b"))
     assert (schedule.starts, schedule.current_domain) == (["b2"], "b")
 
 
@@ -93,16 +93,16 @@ def test_a_node_of_a_finished_domain_needing_the_upgrade_again_waits_for_the_ord
     until b is done; then the order is read again from the canary, so a goes before c."""
     pol = policy(maxParallelUpgrades=1)
     nodes = fleet(("a1", "a", REQ), ("b1", "b", DONE), ("b2", "b", REQ), ("c1", "c", REQ))
-    assert plan_starts(nodes, pol, T0, True, set(), last_domain="b").starts == ["b2"]
+    assert plan_starts(Nodes(nodes), pol, T0, True, Standing(last_domain="b")).starts == ["b2"]
     nodes = fleet(("a1", "a", REQ), ("b1", "b", DONE), ("b2", "b", DONE), ("c1", "c", REQ))
-    schedule = plan_starts(nodes, pol, T0, True, set(), last_domain="b")
+    schedule = plan_starts(Nodes(nodes), pol, T0, True, Standing(last_domain="b"))
     assert (schedule.starts, schedule.current_domain) == (["a1"], "a")
 
 
 def test_the_soak_counts_from_the_domain_the_rollout_left() -> None:
     nodes = fleet(("a1", "a", REQ), ("b1", "b", DONE, {"since": -30}), ("c1", "c", REQ))
     pol = policy(failureDomains={"soakSeconds": 60})
-    schedule = plan_starts(nodes, pol, T0, True, set(), last_domain="b")
+    schedule = plan_starts(Nodes(nodes), pol, T0, True, Standing(last_domain="b"))
     assert (schedule.starts, schedule.waiting) == (
         [],
         f"soaking domain b for 30s more (failureDomains.soakSeconds 60, until {at(30)}); then domain a starts",
@@ -111,7 +111,7 @@ def test_the_soak_counts_from_the_domain_the_rollout_left() -> None:
 
 def test_a_last_domain_that_is_gone_starts_from_the_order() -> None:
     nodes = fleet(("a1", "a", REQ), ("b1", "b", REQ))
-    assert plan_starts(nodes, Policy(), T0, True, set(), last_domain="zone-that-was").starts == ["a1"]
+    assert plan_starts(Nodes(nodes), Policy(), T0, True, Standing(last_domain="zone-that-was")).starts == ["a1"]
 
 
 # ----- domains, soak, pause ------------------------------------------------------------------------
@@ -119,14 +119,14 @@ def test_a_last_domain_that_is_gone_starts_from_the_order() -> None:
 
 def test_the_next_domain_waits_until_the_current_is_finished() -> None:
     nodes = fleet(("a1", "a", DONE), ("a2", "a", S.UNCORDON_REQUIRED), ("b1", "b", REQ), ("b2", "b", REQ))
-    schedule = plan_starts(nodes, policy(maxParallelUpgrades=0, maxUnavailable="100%"), T0, True, set())
+    schedule = plan_starts(Nodes(nodes), policy(maxParallelUpgrades=0, maxUnavailable="100%"), T0, True)
     assert (schedule.starts, schedule.current_domain) == ([], "a")
     assert schedule.waiting == "domain b waits for the canary domain a to finish: a2 (in progress)"
 
 
 def test_the_canary_domain_goes_first() -> None:
     nodes = fleet(("a1", "a", REQ), ("b1", "b", REQ), ("c1", "c", REQ))
-    schedule = plan_starts(nodes, policy(failureDomains={"canary": "c"}), T0, True, set())
+    schedule = plan_starts(Nodes(nodes), policy(failureDomains={"canary": "c"}), T0, True)
     assert (schedule.starts, schedule.current_domain, schedule.domains) == (["c1"], "c", ["c", "a", "b"])
 
 
@@ -163,20 +163,15 @@ def _soaking() -> list[NodeView]:
 def test_the_next_domain_starts_soak_seconds_after_the_last_node_finished(
     now: float, expected: list[str], waiting: str | None
 ) -> None:
-    schedule = plan_starts(_soaking(), SOAK, now, True, set())
+    schedule = plan_starts(Nodes(_soaking()), SOAK, now, True)
     then = f"{waiting}; then domain b starts" if waiting else None
     assert (schedule.starts, schedule.current_domain, schedule.waiting) == (expected, "b", then)
 
 
 def test_soak_does_not_stop_a_domain_already_under_way() -> None:
     nodes = [*_soaking(), node("b2", S.POD_RESTART_REQUIRED, zone="b")]
-    schedule = plan_starts(
-        nodes,
-        policy(maxParallelUpgrades=2, maxUnavailable="100%", failureDomains={"soakSeconds": 600}),
-        T0 + 300,
-        True,
-        set(),
-    )
+    pol = policy(maxParallelUpgrades=2, maxUnavailable="100%", failureDomains={"soakSeconds": 600})
+    schedule = plan_starts(Nodes(nodes), pol, T0 + 300, True)
     assert (schedule.starts, schedule.waiting) == (["b1"], None)
 
 
@@ -187,16 +182,16 @@ def test_the_first_domain_does_not_soak() -> None:
 
 def test_may_start_false_starts_nothing() -> None:
     nodes = fleet(("a1", "a", REQ), ("a2", "a", REQ))
-    schedule = plan_starts(nodes, Policy(), T0, False, set())
+    schedule = plan_starts(Nodes(nodes), Policy(), T0, False)
     assert (schedule.starts, schedule.current_domain, schedule.waiting) == ([], "a", None)
     assert (schedule.in_progress, schedule.unavailable) == (0, 0)
 
 
 def test_acknowledged_failures_let_a_domain_finish() -> None:
     nodes = fleet(("a1", "a", DONE), ("a2", "a", FAILED), ("b1", "b", REQ))
-    held = plan_starts(nodes, policy(maxUnavailable=2), T0, True, set())
+    held = plan_starts(Nodes(nodes), policy(maxUnavailable=2), T0, True)
     assert (held.starts, held.current_domain) == ([], "a")
-    moved = plan_starts(nodes, policy(maxUnavailable=2), T0, True, {"a2"})
+    moved = plan_starts(Nodes(nodes), policy(maxUnavailable=2), T0, True, Standing({"a2"}))
     assert (moved.starts, moved.current_domain) == (["b1"], "b")
 
 
@@ -218,20 +213,21 @@ def test_under_on_node_failure_continue_a_failed_node_is_left_behind(
         ("b2", "b", DONE),
         ("c1", "c", REQ),
     )
-    schedule = plan_starts(nodes, policy(maxUnavailable=2, onNodeFailure="continue"), T0, True, acknowledged)
+    pol = policy(maxUnavailable=2, onNodeFailure="continue")
+    schedule = plan_starts(Nodes(nodes), pol, T0, True, Standing(acknowledged))
     assert (schedule.starts, schedule.current_domain) == (started, current)
 
 
 def test_under_on_node_failure_halt_a_failed_node_holds_its_domain() -> None:
     nodes = fleet(("a1", "a", DONE), ("b1", "b", FAILED), ("b2", "b", DONE), ("c1", "c", REQ))
-    schedule = plan_starts(nodes, policy(maxUnavailable=2), T0, True, set())
+    schedule = plan_starts(Nodes(nodes), policy(maxUnavailable=2), T0, True)
     assert (schedule.starts, schedule.current_domain) == ([], "b")
 
 
 def test_a_failed_node_still_costs_budget_when_acknowledged() -> None:
     # It stays cordoned, so it is unavailable: with maxUnavailable 1 nothing else may start.
     nodes = fleet(("a1", "a", FAILED), ("b1", "b", REQ))
-    schedule = plan_starts(nodes, policy(maxUnavailable=1), T0, True, {"a1"})
+    schedule = plan_starts(Nodes(nodes), policy(maxUnavailable=1), T0, True, Standing({"a1"}))
     assert (schedule.starts, schedule.current_domain) == ([], "b")
     assert schedule.waiting == (
         "maxUnavailable 1 reached: a1 (upgrade-failed); recover it or raise maxUnavailable; "
@@ -241,5 +237,5 @@ def test_a_failed_node_still_costs_budget_when_acknowledged() -> None:
 
 def test_everything_finished() -> None:
     nodes = fleet(("a1", "a", DONE), ("b1", "b", DONE))
-    schedule = plan_starts(nodes, Policy(), T0, True, set())
+    schedule = plan_starts(Nodes(nodes), Policy(), T0, True)
     assert (schedule.starts, schedule.current_domain, schedule.waiting) == ([], None, None)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from upgrader.core.model.states import IN_PROGRESS, State
 from upgrader.core.model.views import NodeView
-from upgrader.core.rollout.schedule import NO_DOMAIN, is_unavailable, plan_starts
+from upgrader.core.rollout.schedule import NO_DOMAIN, Checks, Nodes, Standing, is_unavailable, plan_starts
 
 from .factories import T0, node, policy
 from .schedule_fixtures import DONE, FAILED, REQ, S, fleet, starts
@@ -46,7 +46,7 @@ def test_candidates_go_by_name() -> None:
 
 def test_max_parallel_reached() -> None:
     nodes = fleet(("n1", "a", S.VALIDATION_REQUIRED), ("n2", "a", REQ), ("n3", "a", REQ))
-    schedule = plan_starts(nodes, policy(maxUnavailable="100%"), T0, True, set())
+    schedule = plan_starts(Nodes(nodes), policy(maxUnavailable="100%"), T0, True)
     assert schedule.starts == []
     assert schedule.waiting == "maxParallelUpgrades 1 reached: n1 (in progress)"
     assert (schedule.in_progress, schedule.unavailable, schedule.max_unavailable) == (1, 1, 3)
@@ -61,7 +61,7 @@ def test_max_unavailable_reached_counts_not_ready_and_failed_nodes() -> None:
         ("n5", "a", DONE),
         ("n6", "a", DONE),
     )
-    schedule = plan_starts(nodes, policy(maxParallelUpgrades=0, maxUnavailable=2), T0, True, {"n2"})
+    schedule = plan_starts(Nodes(nodes), policy(maxParallelUpgrades=0, maxUnavailable=2), T0, True, Standing({"n2"}))
     assert schedule.starts == []
     assert schedule.waiting == (
         "maxUnavailable 2 reached: n1 (NotReady), n2 (upgrade-failed); bring n1 back to Ready and recover n2, "
@@ -74,7 +74,7 @@ def test_already_cordoned_nodes_go_first_and_cost_no_budget() -> None:
         ("n1", "a", REQ), ("n2", "a", REQ), ("n3", "a", REQ, {"unschedulable": True}), ("n4", "a", REQ)
     )
     # maxUnavailable 1 is spent by n3 (cordoned by someone else): only n3 may start, and first.
-    schedule = plan_starts(nodes, policy(maxParallelUpgrades=0, maxUnavailable=1), T0, True, set())
+    schedule = plan_starts(Nodes(nodes), policy(maxParallelUpgrades=0, maxUnavailable=1), T0, True)
     assert schedule.starts == ["n3"]
     assert (schedule.in_progress, schedule.unavailable) == (1, 1)
     # With room for one more, n3 still goes first and n1 uses the one unit of budget.
@@ -97,7 +97,7 @@ def test_cordoned_nodes_start_even_when_the_fleet_is_over_budget() -> None:
         ("n3", "a", REQ),
         ("n4", "a", REQ, {"unschedulable": True}),
     )
-    schedule = plan_starts(nodes, policy(maxParallelUpgrades=0, maxUnavailable=1), T0, True, set())
+    schedule = plan_starts(Nodes(nodes), policy(maxParallelUpgrades=0, maxUnavailable=1), T0, True)
     assert schedule.starts == ["n2", "n4"]
     assert (schedule.in_progress, schedule.unavailable) == (2, 2)
 
@@ -157,7 +157,7 @@ def test_plan_starts_never_exceeds_the_budgets(
         for i, (zone, state, cordoned, ready) in enumerate(specs)
     ]
     pol = policy(maxParallelUpgrades=parallel, maxUnavailable=max_unavailable, onNodeFailure=on_failure)
-    schedule = plan_starts(nodes, pol, T0, may_start, acknowledged)
+    schedule = plan_starts(Nodes(nodes), pol, T0, may_start, Standing(acknowledged))
     by_name = {n.name: n for n in nodes}
     in_progress = sum(1 for n in nodes if n.state in IN_PROGRESS)
     unavailable = sum(1 for n in nodes if is_unavailable(n))
@@ -201,6 +201,7 @@ def test_past_the_candidates_a_pass_holds_for_their_budgets_none_starts_unjudged
         judged.append(name)
         return None if name == free else "PodDisruptionBudget ns/web allows 0 disruption(s)"
 
-    schedule = plan_starts(nodes, policy(maxParallelUpgrades=0, maxUnavailable="100%"), T0, True, set(), pdbs=behind)
+    pol = policy(maxParallelUpgrades=0, maxUnavailable="100%")
+    schedule = plan_starts(Nodes(nodes), pol, T0, True, checks=Checks(pdbs=behind))
     assert schedule.starts == [] and len(judged) == PDB_SCAN
     assert schedule.wait is not None and schedule.wait.reason == "pdb-capacity"

@@ -4,7 +4,7 @@ its finish, ends a soak early, and does not cover a later finish (docs/policy.md
 
 from __future__ import annotations
 
-from upgrader.core.rollout.schedule import plan_starts
+from upgrader.core.rollout.schedule import Nodes, Standing, plan_starts
 
 from .factories import T0, at, policy
 from .schedule_fixtures import DONE, FAILED, REQ, fleet
@@ -19,7 +19,7 @@ def _after_canary_domain() -> list:  # type: ignore[type-arg]
 
 def test_after_the_canary_domain_the_next_waits_for_a_promotion_of_that_finish() -> None:
     pol = policy(**WIDE, promotionGate="canary", failureDomains={"canary": "a"})
-    schedule = plan_starts(_after_canary_domain(), pol, T0 + 300, True, set())
+    schedule = plan_starts(Nodes(_after_canary_domain()), pol, T0 + 300, True)
     assert schedule.starts == [] and schedule.wait is not None
     assert (schedule.wait.reason, schedule.wait.stage, schedule.wait.runbook) == (
         "awaiting-promotion", ("a", at(200)), "runbooks/promotion.md")
@@ -27,42 +27,46 @@ def test_after_the_canary_domain_the_next_waits_for_a_promotion_of_that_finish()
         f"awaiting promotion: domain a finished at {at(200)} (promotionGate); domain b starts once promoted: "
         "upgrader promote; see runbooks/promotion.md"
     )
-    assert plan_starts(_after_canary_domain(), pol, T0 + 300, True, set(), promoted={"a": at(200)}).starts == [
+    assert plan_starts(Nodes(_after_canary_domain()), pol, T0 + 300, True,
+                       Standing(promoted={"a": at(200)})).starts == [
         "b1", "b2"]
     # a promotion of another finish (an earlier rollout's) does not cover this one
-    assert plan_starts(_after_canary_domain(), pol, T0 + 300, True, set(), promoted={"a": at(100)}).starts == []
+    assert plan_starts(Nodes(_after_canary_domain()), pol, T0 + 300, True,
+                       Standing(promoted={"a": at(100)})).starts == []
 
 
 def test_under_canary_only_the_canary_is_gated_and_under_every_domain_each_is() -> None:
     nodes = fleet(("a1", "a", DONE, {"since": 100}), ("b1", "b", DONE, {"since": 300}), ("c1", "c", REQ))
     canary = policy(**WIDE, promotionGate="canary", failureDomains={"canary": "a", "order": ["a", "b", "c"]})
-    assert plan_starts(nodes, canary, T0 + 400, True, set(), last_domain="b").starts == ["c1"]
+    assert plan_starts(Nodes(nodes), canary, T0 + 400, True, Standing(last_domain="b")).starts == ["c1"]
     every = policy(**WIDE, promotionGate="everyDomain", failureDomains={"canary": "a", "order": ["a", "b", "c"]})
-    schedule = plan_starts(nodes, every, T0 + 400, True, set(), last_domain="b")
+    schedule = plan_starts(Nodes(nodes), every, T0 + 400, True, Standing(last_domain="b"))
     assert schedule.wait is not None and schedule.wait.stage == ("b", at(300))
-    assert plan_starts(nodes, every, T0 + 400, True, set(), last_domain="b", promoted={"b": at(300)}).starts == ["c1"]
+    promoted = Standing(last_domain="b", promoted={"b": at(300)})
+    assert plan_starts(Nodes(nodes), every, T0 + 400, True, promoted).starts == ["c1"]
 
 
 def test_with_canary_nodes_the_gate_is_after_them_not_after_their_domain() -> None:
     pol = policy(**WIDE, promotionGate="canary", failureDomains={"canary": "a", "canaryNodes": 1})
     nodes = fleet(("a1", "a", DONE, {"since": 50}), ("a2", "a", REQ), ("a3", "a", REQ), ("b1", "b", REQ))
-    schedule = plan_starts(nodes, pol, T0 + 60, True, set())
+    schedule = plan_starts(Nodes(nodes), pol, T0 + 60, True)
     assert schedule.wait is not None and schedule.wait.stage == ("a/canaryNodes", at(50))
     assert schedule.waiting == (
         f"awaiting promotion: a's 1 canary nodes finished at {at(50)} (promotionGate); the rest of domain a "
         "starts once promoted: upgrader promote; see runbooks/promotion.md"
     )
     promoted = {"a/canaryNodes": at(50)}
-    assert plan_starts(nodes, pol, T0 + 60, True, set(), promoted=promoted).starts == ["a2", "a3"]
+    assert plan_starts(Nodes(nodes), pol, T0 + 60, True, Standing(promoted=promoted)).starts == ["a2", "a3"]
     done = fleet(("a1", "a", DONE, {"since": 50}), ("a2", "a", DONE, {"since": 70}), ("b1", "b", REQ))
-    assert plan_starts(done, pol, T0 + 80, True, set(), promoted=promoted).starts == ["b1"], "no second gate"
+    assert plan_starts(Nodes(done), pol, T0 + 80, True, Standing(promoted=promoted)).starts == ["b1"], "no second gate"
 
 
 def test_a_promotion_ends_a_soak_early() -> None:
     pol = policy(**WIDE, failureDomains={"canary": "a", "soakSeconds": 3600})
-    soaking = plan_starts(_after_canary_domain(), pol, T0 + 300, True, set())
+    soaking = plan_starts(Nodes(_after_canary_domain()), pol, T0 + 300, True)
     assert soaking.wait is not None and soaking.wait.reason == "soak" and soaking.wait.stage == ("a", at(200))
-    assert plan_starts(_after_canary_domain(), pol, T0 + 300, True, set(), promoted={"a": at(200)}).starts == [
+    assert plan_starts(Nodes(_after_canary_domain()), pol, T0 + 300, True,
+                       Standing(promoted={"a": at(200)})).starts == [
         "b1", "b2"]
 
 
@@ -70,6 +74,6 @@ def test_a_failed_canary_is_not_passed_by_a_promotion() -> None:
     pol = policy(**WIDE, promotionGate="canary", failureDomains={"canary": "a"})
     nodes = fleet(("a1", "a", FAILED, {"since": 100}), ("a2", "a", DONE, {"since": 200}), ("b1", "b", REQ))
     for promoted in ({"a": at(200)}, {"a": at(100)}):
-        schedule = plan_starts(nodes, pol, T0 + 300, True, set(), promoted=promoted)
+        schedule = plan_starts(Nodes(nodes), pol, T0 + 300, True, Standing(promoted=promoted))
         assert schedule.starts == [] and schedule.wait is not None and schedule.wait.reason == "previous-domain"
-    assert plan_starts(nodes, pol, T0 + 300, True, {"a1"}).wait.reason == "awaiting-promotion"  # type: ignore[union-attr]
+    assert plan_starts(Nodes(nodes), pol, T0 + 300, True, Standing({"a1"})).wait.reason == "awaiting-promotion"  # type: ignore[union-attr]

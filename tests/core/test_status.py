@@ -19,7 +19,7 @@ from upgrader.core.model.states import (
 )
 from upgrader.core.model.views import Control, NodeView, Snapshot
 from upgrader.core.policy.policy import Policy
-from upgrader.core.rollout.schedule import plan_starts
+from upgrader.core.rollout.schedule import Nodes, Standing, plan_starts
 from upgrader.core.rollout.starts import acknowledged_failures
 from upgrader.core.rollout.status import blocked_nodes, halt_reason, meaningful, rollout_status
 
@@ -70,7 +70,7 @@ def status(
     snap: Snapshot = snapshot(nodes, [driver_pod(n.name, revision=NEW) for n in nodes], control=control)
     f = fleet(snap)
     acknowledged = acknowledged_failures(snap)
-    schedule = plan_starts(f.managed, pol, now, True, acknowledged) if with_schedule else None
+    schedule = plan_starts(Nodes(f.managed), pol, now, True, Standing(acknowledged)) if with_schedule else None
     return rollout_status(
         snap, pol, [n.name for n in f.managed], f.skipped, f.invalid, schedule, acknowledged, now, waiting
     )

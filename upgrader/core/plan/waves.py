@@ -11,7 +11,7 @@ from upgrader.core.model.findings import WARNING, Finding
 from upgrader.core.model.states import WAS_UNSCHEDULABLE, State
 from upgrader.core.model.views import NodeView
 from upgrader.core.policy.policy import Policy
-from upgrader.core.rollout.schedule import canary_first, domain_of, domain_order, is_unavailable, plan_starts
+from upgrader.core.rollout.schedule import Nodes, canary_first, domain_of, domain_order, is_unavailable, plan_starts
 
 
 class Planned(Protocol):
@@ -71,7 +71,7 @@ def assign_waves(
             window = [current[n.name] for n in queue[:limit]]
             names = {n.name for n in window}
             view = window + [current[b] for b in background if b not in names]
-            starts = set(plan_starts(view, no_soak, now, True, set(), fleet_size=size, bystanders=held).starts)
+            starts = set(plan_starts(Nodes(view, bystanders=held, fleet_size=size), no_soak, now, True).starts)
             if not starts:
                 break  # this domain cannot finish, so no later domain starts (as `run` would halt)
             for name in sorted(starts):

@@ -18,7 +18,7 @@ How nodes count (documented in docs/policy.md):
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from upgrader.core.fleet.pdb_choice import PdbCheck
 from upgrader.core.fleet.preflight import Hold
@@ -143,48 +143,66 @@ def group(nodes: list[NodeView], policy: Policy) -> Grouping:
     return Grouping(order, by_domain, in_progress, sum(1 for n in nodes if is_unavailable(n)))
 
 
-def plan_starts(
-    nodes: list[NodeView],
-    policy: Policy,
-    now: float,
-    may_start: bool,
-    acknowledged_failures: set[str],
-    fleet_size: int | None = None,
-    last_domain: str | None = None,
-    bystanders: Sequence[NodeView] = (),
-    window: Verdict = ALWAYS_OPEN,
-    gate: GateVerdict = GATE_OPEN,
-    room: RoomCheck | None = None,
-    hold: HoldCheck | None = None,
-    grouping: Grouping | None = None,
-    promoted: Mapping[str, str] | None = None,
-    pdbs: PdbCheck | None = None,
-) -> Schedule:
-    """`nodes` are the managed nodes; `may_start` is False while paused or halted; `last_domain` is the
-    current domain the last status recorded (see `pick_domain`); `bystanders` are the other driver
-    nodes (skipped, or with a label that cannot be read): never started, but a cordoned or NotReady one
-    takes its share of maxUnavailable all the same, as in the GPU Operator, which counts every node
-    with a driver. A node upgrader cordoned keeps counting whatever its label was changed to.
+@dataclass(frozen=True)
+class Nodes:
+    """The nodes a schedule is made over. `managed`: the managed nodes. `bystanders`: the other driver
+    nodes (skipped, or with a label that cannot be read): never started, but a cordoned or NotReady
+    one takes its share of maxUnavailable all the same, as in the GPU Operator, which counts every
+    node with a driver. A node upgrader cordoned keeps counting whatever its label was changed to.
+    `fleet_size` scales a percentage maxUnavailable when `managed` is a subset that leaves out nodes
+    which cannot matter (done, available, not in the current domain), as the plan's wave replay does.
+    `grouping`: `group(managed, policy)`, when the caller has it already (core/rollout/census.py)."""
 
-    `window` is the maintenance-window verdict at `now`: while it is closed no node starts, and the
-    wait says when the next window opens (nodes in progress are not this function's business: they
-    go on in their own steps). `gate` is the alert gate's verdict for this pass: while a matching alert
+    managed: list[NodeView]
+    bystanders: Sequence[NodeView] = ()
+    fleet_size: int | None = None
+    grouping: Grouping | None = None
+
+
+@dataclass(frozen=True)
+class Standing:
+    """What earlier passes and people settled, that the schedule goes on from: the failures that no
+    longer hold a domain (acknowledged, or let go under onNodeFailure: continue), the current domain
+    the last status recorded (see `pick_domain`), and the stages a person promoted, each with the
+    finish it promoted (core/rollout/stages.py)."""
+
+    settled_failures: Collection[str] = frozenset()
+    last_domain: str | None = None
+    promoted: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Checks:
+    """What this pass judges a start by, beside the budgets. `window`: the maintenance-window verdict
+    at `now`: while it is closed no node starts, and the wait says when the next window opens (nodes
+    in progress go on in their own steps). `gate`: the alert gate's verdict: while a matching alert
     fires or Prometheus cannot say, no node starts either, in this domain or, after a soak, the next.
     `room` (gpuCapacity.onInsufficient: wait) holds a node whose evicted GPU pods would find no room;
-    the next candidate may start instead, and when none does the wait names the nodes held.
-    `hold` (run's preflight) keeps a node with a blocking finding at upgrade-required in the same way.
+    `hold` (run's preflight) one with a blocking finding; `pdbs` (pdbAwareStarts) one whose GPU pods
+    sit behind a budget the nodes in progress use up (core/fleet/pdb_choice.py). The next candidate
+    may start instead of a held one, until PDB_SCAN are held for their budgets; when none starts, the
+    wait names the nodes held."""
 
-    `fleet_size` scales a percentage maxUnavailable when `nodes` is a subset that leaves out nodes
-    which cannot matter (done, available, not in the current domain), as the plan's wave replay does.
-    `grouping`: `group(nodes, policy)`, when the caller has it already. `promoted`: the stages a
-    person promoted (core/rollout/stages.py), each with the finish it promoted. `pdbs` holds a node whose
-    GPU pods sit behind a budget the nodes in progress use up (core/fleet/pdb_choice.py); the next
-    candidate starts instead, until PDB_SCAN candidates are held: the rest wait for a later pass.
-    """
+    window: Verdict = ALWAYS_OPEN
+    gate: GateVerdict = GATE_OPEN
+    room: RoomCheck | None = None
+    hold: HoldCheck | None = None
+    pdbs: PdbCheck | None = None
+
+
+def plan_starts(
+    fleet: Nodes, policy: Policy, now: float, may_start: bool,
+    standing: Standing = Standing(), checks: Checks = Checks(),
+) -> Schedule:
+    """Which of `fleet`'s nodes start now, or why none does; `may_start` is False while paused or
+    halted (the schedule is still made, to say where the rollout is, but its wait is the status's)."""
+    nodes, bystanders, grouping = fleet.managed, fleet.bystanders, fleet.grouping
+    window, gate, room, hold, pdbs = checks.window, checks.gate, checks.room, checks.hold, checks.pdbs
+    acknowledged_failures, last_domain = set(standing.settled_failures), standing.last_domain
     grouped = grouping if grouping is not None else group(nodes, policy)
     order, by_domain, in_progress = grouped.order, grouped.by_domain, grouped.in_progress
     unavailable = grouped.unavailable + sum(1 for n in bystanders if is_unavailable(n))
-    size = len(nodes) + len(bystanders) if fleet_size is None else fleet_size
+    size = len(nodes) + len(bystanders) if fleet.fleet_size is None else fleet.fleet_size
     max_unavailable = policy.max_unavailable_nodes(size)
     judged: list[tuple[str, Hold | None]] = []
 
@@ -210,7 +228,7 @@ def plan_starts(
     if elsewhere:
         busy = [n for d in elsewhere for n in by_domain[d] if n.state in IN_PROGRESS]
         return result([], current, waits.other_domain(elsewhere, current, busy, next_))
-    promoted = promoted or {}
+    promoted = standing.promoted
     if current == order[0]:
         staged = canary_stage(current, by_domain[current], candidates, policy, now, acknowledged_failures, promoted)
         if isinstance(staged, Wait):

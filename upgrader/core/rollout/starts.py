@@ -44,7 +44,17 @@ from upgrader.core.policy.policy import OnInsufficientCapacity, OnNodeFailure, P
 from upgrader.core.policy.windows import verdict
 from upgrader.core.rollout.census import census
 from upgrader.core.rollout.node_events import waiting_events
-from upgrader.core.rollout.schedule import HoldCheck, RoomCheck, Schedule, canary_domain, domain_of, plan_starts
+from upgrader.core.rollout.schedule import (
+    Checks,
+    HoldCheck,
+    Nodes,
+    RoomCheck,
+    Schedule,
+    Standing,
+    canary_domain,
+    domain_of,
+    plan_starts,
+)
 from upgrader.core.rollout.stepping import CLEAR_BLOCK
 
 
@@ -84,22 +94,18 @@ def start_nodes(
     if prefix:
         promoted = {stage[len(prefix):]: at for stage, at in promoted.items() if stage.startswith(prefix)}
     waits_for_room = policy.gpu_capacity.on_insufficient is OnInsufficientCapacity.WAIT
-    schedule = plan_starts(
-        nodes,
-        policy,
-        now,
-        may_start and policy.auto_upgrade,
-        settled_failures(nodes, policy, acknowledged),
-        last_domain=last if isinstance(last, str) else None,
-        bystanders=part.bystanders,
+    grouping = census(snapshot, policy, [n.name for n in nodes], part.slot).grouping
+    checks = Checks(
         window=verdict(policy.windows(), now),
         gate=gate_verdict(policy.alert_gate, snapshot.alerts),
         room=room_check(snapshot, policy) if waits_for_room else None,
         hold=hold_check(snapshot, policy, now, preflight) if preflight is not None else None,
-        grouping=census(snapshot, policy, [n.name for n in nodes], part.slot).grouping,
-        promoted=promoted,
         pdbs=pdb_check(snapshot, policy),
     )
+    standing = Standing(settled_failures(nodes, policy, acknowledged), last if isinstance(last, str) else None,
+                        promoted)
+    schedule = plan_starts(Nodes(nodes, part.bystanders, grouping=grouping), policy, now,
+                           may_start and policy.auto_upgrade, standing, checks)
     if prefix and schedule.wait is not None and schedule.wait.stage is not None:
         stage, finish = schedule.wait.stage
         schedule = replace(schedule, wait=replace(schedule.wait, stage=(prefix + stage, finish)))
