@@ -19,7 +19,7 @@ from upgrader import __version__
 from upgrader.commands.cli import build_parser, main
 from upgrader.commands.liveness import ControllerSeen
 from upgrader.commands.statusview import render_watch
-from upgrader.core.fleet.managed import fleet
+from upgrader.core.fleet.managed import Fleet, fleet
 from upgrader.core.model.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
@@ -33,7 +33,7 @@ from upgrader.core.model.states import (
 from upgrader.core.policy.policy import Policy
 from upgrader.core.rollout.schedule import Nodes, Standing, plan_starts
 from upgrader.core.rollout.starts import acknowledged_failures
-from upgrader.core.rollout.status import rollout_status
+from upgrader.core.rollout.status import Decided, Scope, rollout_status
 
 from .core.factories import NEW, T0, at, driver_pod, node, snapshot
 
@@ -133,7 +133,8 @@ def big_halted_fleet() -> dict[str, Any]:
     managed = [n.name for n in split.managed]
     waiting = [{"node": n, "state": "upgrade-required", "reason": "waiting for a maxParallelUpgrades slot"}
                for n in managed[50:90]]
-    return rollout_status(snap, Policy(), managed, [], [], schedule, acknowledged, now, waiting)
+    members = Fleet(split.managed, [], [])
+    return rollout_status(snap, Policy(), Scope(members), now, acknowledged, Decided(schedule, waiting))
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from upgrader.core.model.views import Control, NodeView, Snapshot
 from upgrader.core.policy.policy import Policy
 from upgrader.core.rollout.schedule import Nodes, Standing, plan_starts
 from upgrader.core.rollout.starts import acknowledged_failures
-from upgrader.core.rollout.status import blocked_nodes, halt_reason, meaningful, rollout_status
+from upgrader.core.rollout.status import Decided, Scope, blocked_nodes, halt_reason, meaningful, rollout_status
 
 from .factories import NEW, T0, at, driver_pod, node, policy, snapshot
 
@@ -71,9 +71,7 @@ def status(
     f = fleet(snap)
     acknowledged = acknowledged_failures(snap)
     schedule = plan_starts(Nodes(f.managed), pol, now, True, Standing(acknowledged)) if with_schedule else None
-    return rollout_status(
-        snap, pol, [n.name for n in f.managed], f.skipped, f.invalid, schedule, acknowledged, now, waiting
-    )
+    return rollout_status(snap, pol, Scope(f), now, acknowledged, Decided(schedule, waiting))
 
 
 def test_nodes_by_state_lists_every_state_with_zeros() -> None:

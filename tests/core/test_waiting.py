@@ -13,7 +13,7 @@ from upgrader.core.model.views import Control, NodeView
 from upgrader.core.policy.policy import Policy
 from upgrader.core.rollout.reconcile import reconcile
 from upgrader.core.rollout.starts import start_nodes
-from upgrader.core.rollout.status import rollout_status
+from upgrader.core.rollout.status import Decided, Scope, rollout_status
 
 from .factories import NEW, OLD, T0, at, driver_pod, node, policy, snapshot
 
@@ -29,9 +29,7 @@ def wait_for(
     pods = [driver_pod(n.name, revision=NEW if n.state is DONE else OLD) for n in nodes]
     snap = snapshot(nodes, pods, control=Control(paused=paused, previous=previous or {}))
     schedule, actions = start_nodes(snap, pol, now, not paused, set())
-    split = fleet(snap)
-    managed = [n.name for n in split.managed]
-    status = rollout_status(snap, pol, managed, split.skipped, split.invalid, schedule, set(), now)
+    status = rollout_status(snap, pol, Scope(fleet(snap)), now, set(), Decided(schedule))
     return status, [a for a in actions if isinstance(a, Event)]
 
 

@@ -14,7 +14,7 @@ from upgrader.core.node.facts import FactsCarry
 from upgrader.core.policy.policy import Policy
 from upgrader.core.rollout.detect import detect
 from upgrader.core.rollout.starts import acknowledged_failures
-from upgrader.core.rollout.status import rollout_status
+from upgrader.core.rollout.status import Scope, rollout_status
 
 V = TypeVar("V", NodeView, PodView)
 
@@ -44,8 +44,7 @@ def check_same_decisions(carried: Snapshot, fresh: Snapshot, policy: Policy, now
     assert detect(carried, policy, now) == detect(fresh, policy, now), "detect differs with the carry"
     split, plain = fleet(carried), fleet(fresh)
     assert split == plain, "the fleet split differs with the carry"
-    managed = [n.name for n in split.managed]
     acknowledged = acknowledged_failures(fresh)
-    with_carry = rollout_status(carried, policy, managed, split.skipped, split.invalid, None, acknowledged, now)
-    without = rollout_status(fresh, policy, managed, plain.skipped, plain.invalid, None, acknowledged, now)
+    with_carry = rollout_status(carried, policy, Scope(split), now, acknowledged)
+    without = rollout_status(fresh, policy, Scope(plain), now, acknowledged)
     assert with_carry == without, "the status differs with the carry"

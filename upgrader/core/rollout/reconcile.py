@@ -27,7 +27,7 @@ from upgrader.core.rollout.detect import detect
 from upgrader.core.rollout.node_events import transition_events
 from upgrader.core.rollout.pending_taint import taint_actions
 from upgrader.core.rollout.schedule import Schedule
-from upgrader.core.rollout.status import meaningful, phase_events, rollout_status
+from upgrader.core.rollout.status import Decided, Scope, meaningful, phase_events, rollout_status
 
 Apply = Callable[[list[Action]], list[Outcome]]
 
@@ -116,14 +116,12 @@ def reconcile(
     if policy.pools:
         before, status, started = _pooled(work, policy, fleet, acknowledged, preflight, waiting)
     else:
-        before = rollout_status(work.snapshot, policy, managed, fleet.skipped, fleet.invalid, None, acknowledged, now)
+        before = rollout_status(work.snapshot, policy, Scope(fleet), now, acknowledged)
         schedule, starts = starting.start_nodes(
             work.snapshot, policy, now, before["phase"] not in ("Halted", "Paused"), acknowledged, preflight
         )
         started = [o.action.node for o in work.act(starts) if o.ok and isinstance(o.action, Transition)]
-        status = rollout_status(
-            work.snapshot, policy, managed, fleet.skipped, fleet.invalid, schedule, acknowledged, now, waiting
-        )
+        status = rollout_status(work.snapshot, policy, Scope(fleet), now, acknowledged, Decided(schedule, waiting))
     if not locked:  # an interlock: no node is written, taints neither
         work.act(list(taint_actions(work.snapshot, policy, managed, status["phase"])))
     if pauses:
@@ -142,14 +140,11 @@ def _pooled(
     """Starts and status pool by pool (core/fleet/pool_shares.py): each pool judged halted or paused by its own
     status, and started under its own policy; the whole's status made of theirs."""
     now, previous = work.now, work.snapshot.control.previous
-    managed = [n.name for n in fleet.managed]
     parts = pools.shares(work.snapshot, policy, fleet)
 
     def judged(share: pools.Share, schedule: Schedule | None) -> dict[str, Any]:
-        return rollout_status(
-            work.snapshot, share.policy, [n.name for n in share.managed], share.skipped, share.invalid, schedule,
-            acknowledged, now, waiting, pools.previous_of(previous, share.name), f"census:{share.name}",
-        )
+        scope = Scope(share, pools.previous_of(previous, share.name), f"census:{share.name}")
+        return rollout_status(work.snapshot, share.policy, scope, now, acknowledged, Decided(schedule, waiting))
 
     firsts = [judged(share, None) for share in parts]
     halted = any(b["phase"] == "Halted" for b in firsts)
@@ -168,8 +163,8 @@ def _pooled(
         started += [o.action.node for o in done if o.ok and isinstance(o.action, Transition)]
 
     def whole(entries: list[dict[str, Any]], with_waits: bool) -> dict[str, Any]:
-        base = rollout_status(work.snapshot, policy, managed, fleet.skipped, fleet.invalid, None, acknowledged, now,
-                              waiting if with_waits else None)
+        base = rollout_status(work.snapshot, policy, Scope(fleet), now, acknowledged,
+                              Decided(waiting=waiting if with_waits else None))
         return pools.combined(base, entries, policy)
 
     before = whole([pools.entry(s, b) for s, b in zip(parts, firsts, strict=True)], False)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from upgrader.core.model.actions import Action, Event
 from upgrader.core.model.kinds import Phase, block_runbook, hold_runbook
@@ -28,7 +29,7 @@ from upgrader.core.model.states import (
     State,
 )
 from upgrader.core.model.timefmt import parse_or_none, rfc3339
-from upgrader.core.model.views import Control, Snapshot
+from upgrader.core.model.views import Control, NodeView, Snapshot
 from upgrader.core.policy.policy import OnNodeFailure, Policy
 from upgrader.core.rollout.census import census
 from upgrader.core.rollout.eta import estimate
@@ -136,22 +137,44 @@ def halt_reason(
     return None
 
 
+class Members(Protocol):
+    """The nodes a status is of: the managed ones, and the driver nodes left alone (a fleet/managed.py
+    `Fleet`, or a pool's `Share`)."""
+
+    @property
+    def managed(self) -> list[NodeView]: ...
+    @property
+    def skipped(self) -> list[str]: ...
+    @property
+    def invalid(self) -> list[tuple[str, str]]: ...
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Whose status: `members`; `previous`, the last status written of them (a pool's entry,
+    core/fleet/pool_shares.py; None: the whole's); `slot`, where their census is kept (census.py)."""
+
+    members: Members
+    previous: Mapping[str, Any] | None = None
+    slot: str = "census"
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What this pass decided that the status reports: the schedule (None: judged before the starts
+    are chosen, to tell halted or paused) and the nodes that wait normally (None: not reported)."""
+
+    schedule: Schedule | None = None
+    waiting: list[dict[str, str]] | None = None
+
+
 def rollout_status(
-    snapshot: Snapshot,
-    policy: Policy,
-    managed: list[str],
-    skipped: list[str],
-    invalid: list[tuple[str, str]],
-    schedule: Schedule | None,
-    acknowledged: set[str],
-    now: float,
-    waiting: list[dict[str, str]] | None = None,
-    previous: Mapping[str, Any] | None = None,
-    slot: str = "census",
+    snapshot: Snapshot, policy: Policy, scope: Scope, now: float, acknowledged: set[str], decided: Decided = Decided()
 ) -> dict[str, Any]:
-    """`previous`: the last status written of these nodes (a pool's entry, core/fleet/pool_shares.py), by default
-    the whole's; `slot`: where their census is kept (core/rollout/census.py)."""
-    counted = census(snapshot, policy, managed, slot)
+    """The status of `scope`'s nodes at `now`, as `decided` this pass."""
+    members, schedule, waiting, previous = scope.members, decided.schedule, decided.waiting, scope.previous
+    managed, skipped, invalid = [n.name for n in members.managed], members.skipped, members.invalid
+    counted = census(snapshot, policy, managed, scope.slot)
     nodes, watched = counted.nodes, counted.watched
     by_state = dict(counted.by_state)
     halt = halt_reason(snapshot, policy, managed, acknowledged, watched)
