@@ -7,18 +7,15 @@ from dataclasses import replace
 
 from upgrader.core.fleet.pdb_choice import pdb_check
 from upgrader.core.model.states import State
-from upgrader.core.policy.policy import Policy
 
 from .factories import node, pdb, pod, snapshot
-
-POLICY = Policy.model_validate({"pdbAwareStarts": True})
 
 
 def _check(budget: object) -> object:
     pods = [pod("web-1", "n1", gpus=1, labels={"app": "web"})]
     snap = snapshot([node("n1"), node("n2", State.DONE)], pods, pdbs=[budget])  # type: ignore[list-item]
     snap = replace(snap, candidate_pods=lambda name: [p for p in pods if p.node == name])
-    check = pdb_check(snap, POLICY)
+    check = pdb_check(snap)
     assert check is not None
     return check("n1", [])
 

@@ -16,7 +16,6 @@ from functools import cache
 from upgrader.core.model.states import State
 from upgrader.core.model.views import PdbView, PodView, Snapshot
 from upgrader.core.node.capacity import evicted_gpu_pods
-from upgrader.core.policy.policy import Policy
 
 # States in which a node still has GPU pods to evict: it holds its budgets' disruptions.
 EVICTING = (State.CORDON_REQUIRED, State.WAIT_FOR_JOBS_REQUIRED, State.POD_DELETION_REQUIRED, State.DRAIN_REQUIRED)
@@ -28,12 +27,12 @@ def budgets_of(pods: Sequence[PodView], pdbs: Sequence[PdbView]) -> set[str]:
     return {pdb.key for pod in pods if not pod.terminating for pdb in pdbs if pdb.covers(pod)}
 
 
-def pdb_check(snapshot: Snapshot, policy: Policy) -> PdbCheck | None:
-    """For `plan_starts`: why a node should wait for a budget (None: it may start), given the nodes
-    starting before it in this pass. None without pdbAwareStarts, without a budget, or with no way to
+def pdb_check(snapshot: Snapshot) -> PdbCheck | None:
+    """For `plan_starts` under pdbAwareStarts: why a node should wait for a budget (None: it may
+    start), given the nodes starting before it in this pass. None without a budget, or with no way to
     read a candidate's pods."""
     pods_of = snapshot.candidate_pods
-    if not policy.pdb_aware_starts or not snapshot.pdbs or pods_of is None:
+    if not snapshot.pdbs or pods_of is None:
         return None
     pdbs = snapshot.pdbs
     allowed = {p.key: p.disruptions_allowed for p in pdbs}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -63,6 +64,9 @@ def _label_value(value: str) -> str:
         raise ValueError(f"not a valid label value {value!r}: {problem}")
     return value
 
+NO_DOMAIN = "<none>"  # the failure domain of a node without the label
+
+
 class FailureDomains(_Strict):
     label_key: Annotated[str, AfterValidator(_label_key)] = Field("topology.kubernetes.io/zone", alias="labelKey")
     # domains to go first, in this order; the rest follow sorted
@@ -89,6 +93,10 @@ class FailureDomains(_Strict):
         if not match or not 1 <= int(match.group(1)) <= 100:
             raise ValueError(f'must be a number of nodes or a percentage from "1%" to "100%", got {value!r}')
         return value.strip()
+
+    def domain_of(self, labels: Mapping[str, str]) -> str:
+        """The failure domain of a node with these labels (NO_DOMAIN without the label)."""
+        return labels.get(self.label_key) or NO_DOMAIN
 
     def canary_count(self, domain_size: int) -> int | None:
         """How many of the canary domain's `domain_size` nodes go first; None: all of them at once."""

@@ -13,7 +13,7 @@ from upgrader.core.model.states import HELD_KIND, IN_PROGRESS, STATE_COUNT_KEYS,
 from upgrader.core.model.views import NodeView, Snapshot
 from upgrader.core.node.facts import carry_of, changed_since, generation_of
 from upgrader.core.policy.policy import Policy
-from upgrader.core.rollout.schedule import Grouping, domain_of, domain_order, is_unavailable
+from upgrader.core.rollout.schedule import Grouping, domain_order, is_unavailable
 
 # States in which a node can be named in the status's blocked, failed or held lists.
 WATCHED = frozenset({*IN_PROGRESS, State.FAILED, State.UPGRADE_REQUIRED})
@@ -70,8 +70,9 @@ def count(snapshot: Snapshot, policy: Policy, managed: list[str]) -> Census:
     per_domain: dict[str, Counter[State | None]] = {}
     by_domain: dict[str, list[NodeView]] = {}
     in_progress, watched, unavailable = [], [], 0
+    domains = policy.failure_domains  # each node's domain is the failure domains' question, not the policy's
     for node in nodes:
-        state, domain = node.state, domain_of(node, policy)
+        state, domain = node.state, domains.domain_of(node.labels)
         by_state[_key(state)] += 1
         per_domain.setdefault(domain, Counter())[state] += 1
         by_domain.setdefault(domain, []).append(node)
@@ -94,10 +95,11 @@ def recount(snapshot: Snapshot, policy: Policy, old: Census, moved: set[str]) ->
         return old
     nodes, by_state, per_domain = list(old.nodes), dict(old.by_state), dict(old.per_domain)
     unavailable, domains = old.grouping.unavailable, set()
+    failure_domains = policy.failure_domains
     for name in touched:
         was, now = old.nodes[position[name]], snapshot.nodes[name]
-        domain = domain_of(now, policy)
-        if domain != domain_of(was, policy):
+        domain = failure_domains.domain_of(now.labels)
+        if domain != failure_domains.domain_of(was.labels):
             return None
         nodes[position[name]] = now
         by_state[_key(was.state)] -= 1

@@ -13,10 +13,13 @@ from typing import Any
 from upgrader.core.model.states import IN_PROGRESS, STARTED_AT, STATE_SINCE, State
 from upgrader.core.model.timefmt import parse_or_none, rfc3339
 from upgrader.core.model.views import NodeView
-from upgrader.core.policy.policy import Policy
 
 
-def estimate(nodes: Sequence[NodeView], policy: Policy, domains_left: int) -> dict[str, Any] | None:
+def estimate(
+    nodes: Sequence[NodeView], max_parallel_upgrades: int, soak_seconds: int, domains_left: int
+) -> dict[str, Any] | None:
+    """The ETA of `nodes` upgraded `max_parallel_upgrades` at a time (0: all at once), with a soak of
+    `soak_seconds` before each of the `domains_left` domains still to start; None: cannot say yet."""
     durations: list[float] = []
     left = 0
     newest: float | None = None
@@ -34,8 +37,8 @@ def estimate(nodes: Sequence[NodeView], policy: Policy, domains_left: int) -> di
         return None
     durations.sort()
     per_node = durations[len(durations) // 2]
-    waves = math.ceil(left / (policy.max_parallel_upgrades or left))
-    seconds = waves * per_node + domains_left * policy.failure_domains.soak_seconds
+    waves = math.ceil(left / (max_parallel_upgrades or left))
+    seconds = waves * per_node + domains_left * soak_seconds
     return {
         "at": rfc3339(newest + seconds),
         "node_seconds": round(per_node),  # the median, of `from_nodes` nodes

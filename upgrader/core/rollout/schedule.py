@@ -25,13 +25,13 @@ from upgrader.core.fleet.preflight import Hold
 from upgrader.core.model.states import IN_PROGRESS, State
 from upgrader.core.model.views import NodeView
 from upgrader.core.policy.alert_gate import GATE_OPEN, GateVerdict
+from upgrader.core.policy.parts import NO_DOMAIN as NO_DOMAIN  # re-exported: where callers look
 from upgrader.core.policy.policy import OnNodeFailure, Policy
 from upgrader.core.policy.windows import ALWAYS_OPEN, Verdict
 from upgrader.core.rollout import waits
 from upgrader.core.rollout.stages import Between, canary_first, canary_stage, domain_gate, finished
 from upgrader.core.rollout.waits import Wait
 
-NO_DOMAIN = "<none>"
 PDB_SCAN = 64  # candidates a pass holds for their budgets at most: each costs a read of the node's pods
 # Why a node about to start would leave evicted GPU pods without room (None: they fit), given the
 # nodes starting before it in the same pass. See core/node/capacity.py.
@@ -59,7 +59,7 @@ class Schedule:
 
 
 def domain_of(node: NodeView, policy: Policy) -> str:
-    return node.labels.get(policy.failure_domains.label_key) or NO_DOMAIN
+    return policy.failure_domains.domain_of(node.labels)
 
 
 def domain_order(nodes: list[NodeView], policy: Policy) -> list[str]:

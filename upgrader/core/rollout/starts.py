@@ -100,7 +100,7 @@ def start_nodes(
         gate=gate_verdict(policy.alert_gate, snapshot.alerts),
         room=room_check(snapshot, policy) if waits_for_room else None,
         hold=hold_check(snapshot, policy, now, preflight) if preflight is not None else None,
-        pdbs=pdb_check(snapshot, policy),
+        pdbs=pdb_check(snapshot) if policy.pdb_aware_starts else None,
     )
     standing = Standing(settled_failures(nodes, policy, acknowledged), last if isinstance(last, str) else None,
                         promoted)

@@ -238,7 +238,8 @@ def rollout_status(
         "next_domain": next_domain(domains, schedule.current_domain if schedule else None),
         "domains": domains,
         # When it should be done, from the observed per-node durations (core/rollout/eta.py); None: cannot say yet
-        "eta": estimate(nodes, policy, _domains_after(domains, schedule.current_domain if schedule else None)),
+        "eta": estimate(nodes, policy.max_parallel_upgrades, policy.failure_domains.soak_seconds,
+                        _domains_after(domains, schedule.current_domain if schedule else None)),
         # What the nodes are upgraded to: each driver DaemonSet's newest revision and its driver
         "targets": [
             {"daemonset": f"{d.namespace}/{d.name}", "driver_version": d.driver_version or "",
