@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client as k8s
+from pytest_mock import MockerFixture
 
 from upgrader.commands.cli import main
 from upgrader.controller import runner
@@ -152,18 +153,12 @@ def test_run_once_refuses_a_misspelt_canary(cluster: tuple[EmulatedCluster, str]
     assert writes(emulated) == []
 
 
-def test_demo_refuses_a_canary_its_fleet_has_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_demo_refuses_a_canary_its_fleet_has_not(tmp_path: Path, mocker: MockerFixture,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    made: list[EmulatedCluster] = []
-
-    class Recorded(EmulatedCluster):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            made.append(self)
-
-    monkeypatch.setattr("upgrader.commands.demo.EmulatedCluster", Recorded)
+    built = mocker.spy(EmulatedCluster, "__init__")  # the demo's own cluster, to read its requests
     policy = policy_file(tmp_path, canary="us-east-1z")
     code = main(["demo", "--policy", policy, "--timeout", "2"])
     out, err = capsys.readouterr()
     assert (code, out, err) == (2, "", f"upgrader: error: policy {policy}: {CANARY_1Z}\n")
-    assert made and not any(r.method != "GET" for r in made[0].requests)
+    made: EmulatedCluster = built.call_args_list[-1].args[0]
+    assert built.call_count == 1 and not any(r.method != "GET" for r in made.requests)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest_mock import MockerFixture
 
 from upgrader.commands.cli import main
 from upgrader.core.model.timefmt import rfc3339_micro
@@ -112,7 +113,7 @@ def test_a_failed_pass_is_exit_1_naming_the_error(cluster: tuple[EmulatedCluster
     assert "409" in err or "Conflict" in err
 
 
-def test_failed_writes_are_exit_1_counting_them(cluster: tuple[EmulatedCluster, str], monkeypatch: pytest.MonkeyPatch,
+def test_failed_writes_are_exit_1_counting_them(cluster: tuple[EmulatedCluster, str], mocker: MockerFixture,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     from upgrader.controller import runner
 
@@ -123,7 +124,7 @@ def test_failed_writes_are_exit_1_counting_them(cluster: tuple[EmulatedCluster, 
         controller.api.attempts = 1  # an injected 500 is retried, slowly
         return controller
 
-    monkeypatch.setattr(runner, "build_controller", without_retries)
+    mocker.patch.object(runner, "build_controller", side_effect=without_retries)
     emulated, kubeconfig = cluster
     emulated.faults = FaultPlan({"patch": FaultRates(error500=1.0)})
     assert main(["run", "--once", "--no-leader-election", "--kubeconfig", kubeconfig]) == 1

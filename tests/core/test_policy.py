@@ -12,6 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from pytest_mock import MockerFixture
 
 from upgrader.controller.settings import load_policy
 from upgrader.core.model.input_errors import one_line
@@ -151,13 +152,9 @@ def test_a_file_that_is_not_text(tmp_path: Path) -> None:
     assert str(err.value) == f"policy {path}: not UTF-8 text, so not a YAML policy"
 
 
-def test_an_unreadable_file_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unreadable_file_is_a_config_error(tmp_path: Path, mocker: MockerFixture) -> None:
     path = write(tmp_path, "maxParallelUpgrades: 2\n")
-
-    def refuse(file: Any, *args: Any, **kwargs: Any) -> Any:
-        raise PermissionError(13, "Permission denied", str(file))
-
-    monkeypatch.setattr("upgrader.inputs.open", refuse, raising=False)
+    mocker.patch("upgrader.inputs.open", create=True, side_effect=PermissionError(13, "Permission denied", path))
     with pytest.raises(ConfigError) as err:
         load_policy(path)
     assert str(err.value) == f"policy {path}: cannot read: Permission denied"

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pytest_mock import MockerFixture
 
 from upgrader.commands import handlers as commands
 from upgrader.commands.cli import main
@@ -31,8 +31,8 @@ NIGHTLY = {"name": "nightly", "schedule": "0 22 * * *", "duration": "4h", "timeZ
 ONE_BY_ONE = {"maxParallelUpgrades": 1, "maxUnavailable": 2}  # 4 nodes: waves a, a, b, c
 
 
-def at(monkeypatch: pytest.MonkeyPatch, stamp: str) -> None:
-    monkeypatch.setattr(commands, "time", SimpleNamespace(time=lambda: parse_rfc3339(stamp)))
+def at(mocker: MockerFixture, stamp: str) -> None:
+    mocker.patch.object(commands, "time").time.return_value = parse_rfc3339(stamp)
 
 
 def run(
@@ -68,9 +68,9 @@ def block(text: str) -> list[str]:
 
 
 def test_four_waves_two_tonight_two_at_the_next_opening(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mocker: MockerFixture
 ) -> None:
-    at(monkeypatch, "2026-07-10T12:00:00Z")  # 14:00 in Berlin: closed until 22:00
+    at(mocker, "2026-07-10T12:00:00Z")  # 14:00 in Berlin: closed until 22:00
     policy = {**ONE_BY_ONE, "maintenanceWindows": [NIGHTLY]}
     assert block(run(tmp_path, capsys, policy, "--wave-duration", "2h")) == [
         "WAVES IN WINDOWS: one wave takes 2h (--wave-duration, an estimate), soak 0s between domains",
@@ -82,10 +82,10 @@ def test_four_waves_two_tonight_two_at_the_next_opening(
 
 
 def test_a_soak_pushes_the_next_domain_into_the_next_window(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mocker: MockerFixture
 ) -> None:
     """Wave 2 ends 01:50; the 10 minute soak ends at 02:00, as the window closes: us-east-1c waits a day."""
-    at(monkeypatch, "2026-07-10T12:00:00Z")
+    at(mocker, "2026-07-10T12:00:00Z")
     policy = {"maxParallelUpgrades": 2, "maxUnavailable": "50%", "failureDomains": {"soakSeconds": 600},
               "maintenanceWindows": [NIGHTLY]}
     out = run(tmp_path, capsys, policy, "--wave-duration", "1h50m", nodes=6)
@@ -105,9 +105,9 @@ def test_a_soak_pushes_the_next_domain_into_the_next_window(
 
 
 def test_a_window_across_midnight_carries_waves_into_the_next_day(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mocker: MockerFixture
 ) -> None:
-    at(monkeypatch, "2026-12-31T23:30:00Z")  # open since 23:00 UTC, closes 02:00 on New Year's Day
+    at(mocker, "2026-12-31T23:30:00Z")  # open since 23:00 UTC, closes 02:00 on New Year's Day
     window = {"name": "late", "schedule": "0 23 * * *", "duration": "3h"}  # UTC
     assert block(run(tmp_path, capsys, {**ONE_BY_ONE, "maintenanceWindows": [window]}, "--wave-duration", "45m")) == [
         "WAVES IN WINDOWS: one wave takes 45m (--wave-duration, an estimate), soak 0s between domains",
@@ -120,10 +120,10 @@ def test_a_window_across_midnight_carries_waves_into_the_next_day(
 
 
 def test_spring_forward_in_berlin_opens_the_skipped_start_an_hour_late(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mocker: MockerFixture
 ) -> None:
     """02:30 does not exist on 2026-03-29: the window opens at 03:30 CEST and lasts its 2h."""
-    at(monkeypatch, "2026-03-28T12:00:00Z")
+    at(mocker, "2026-03-28T12:00:00Z")
     window = {"name": "dst", "schedule": "30 2 * * *", "duration": "2h", "timeZone": "Europe/Berlin"}
     assert block(run(tmp_path, capsys, {**ONE_BY_ONE, "maintenanceWindows": [window]}, "--wave-duration", "1h")) == [
         "WAVES IN WINDOWS: one wave takes 1h (--wave-duration, an estimate), soak 0s between domains",
@@ -135,9 +135,9 @@ def test_spring_forward_in_berlin_opens_the_skipped_start_an_hour_late(
 
 
 def test_fall_back_in_berlin_a_4h_window_from_02_00_closes_at_05_00_and_the_last_wave_runs_past(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mocker: MockerFixture
 ) -> None:
-    at(monkeypatch, "2026-10-24T12:00:00Z")
+    at(mocker, "2026-10-24T12:00:00Z")
     window = {"name": "dst", "schedule": "0 2 * * *", "duration": "4h", "timeZone": "Europe/Berlin"}
     out = run(tmp_path, capsys, {**ONE_BY_ONE, "maintenanceWindows": [window]}, "--wave-duration", "1h30m")
     assert block(out) == [
@@ -151,9 +151,9 @@ def test_fall_back_in_berlin_a_4h_window_from_02_00_closes_at_05_00_and_the_last
 
 
 def test_a_wave_starting_just_before_the_close_runs_past_it_and_the_next_waits(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mocker: MockerFixture
 ) -> None:
-    at(monkeypatch, "2026-07-10T23:55:00Z")  # 01:55 CEST: five minutes before nightly closes
+    at(mocker, "2026-07-10T23:55:00Z")  # 01:55 CEST: five minutes before nightly closes
     policy = {"maxParallelUpgrades": 2, "maxUnavailable": "50%", "maintenanceWindows": [NIGHTLY]}
     assert block(run(tmp_path, capsys, policy, "--wave-duration", "45m", nodes=6)) == [
         "WAVES IN WINDOWS: one wave takes 45m (--wave-duration, an estimate), soak 0s between domains",
@@ -175,10 +175,10 @@ def closed_from(cutoff: str) -> Callable[[list[Window], float], Verdict]:
 
 
 def test_when_no_window_opens_any_more_the_remaining_waves_never_start(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mocker: MockerFixture
 ) -> None:
-    at(monkeypatch, "2026-07-10T12:00:00Z")
-    monkeypatch.setattr(wave_windows, "verdict", closed_from("2026-07-10T22:00:00Z"))
+    at(mocker, "2026-07-10T12:00:00Z")
+    mocker.patch.object(wave_windows, "verdict", side_effect=closed_from("2026-07-10T22:00:00Z"))
     policy = {**ONE_BY_ONE, "maintenanceWindows": [NIGHTLY]}
     assert block(run(tmp_path, capsys, policy, "--wave-duration", "2h")) == [
         "WAVES IN WINDOWS: one wave takes 2h (--wave-duration, an estimate), soak 0s between domains",
@@ -192,17 +192,17 @@ def test_when_no_window_opens_any_more_the_remaining_waves_never_start(
     ]
 
 
-def test_no_window_ever_opens_from_now(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(wave_windows, "verdict", closed_from("2000-01-01T00:00:00Z"))
+def test_no_window_ever_opens_from_now(mocker: MockerFixture) -> None:
+    mocker.patch.object(wave_windows, "verdict", side_effect=closed_from("2000-01-01T00:00:00Z"))
     now = parse_rfc3339("2026-07-10T12:00:00Z")
     result = predict([(1, "a"), (2, "b")], [Window("w", "0 22 * * *", 4 * H, "UTC")], 0, now, H)
     assert (result.never_after, [(s.starts_at, s.ends_at) for s in result.slots]) == (now, [(None, None)] * 2)
 
 
 def test_without_the_flag_the_plan_says_it_cannot_predict(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mocker: MockerFixture
 ) -> None:
-    at(monkeypatch, "2026-07-10T12:00:00Z")
+    at(mocker, "2026-07-10T12:00:00Z")
     policy = {**ONE_BY_ONE, "maintenanceWindows": [NIGHTLY]}
     assert block(run(tmp_path, capsys, policy)) == [
         "WAVES IN WINDOWS: give --wave-duration (how long one wave takes, e.g. 45m) to predict which wave starts "
@@ -218,9 +218,9 @@ def test_without_the_flag_the_plan_says_it_cannot_predict(
 
 
 def test_without_windows_the_flag_changes_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mocker: MockerFixture
 ) -> None:
-    at(monkeypatch, "2026-07-10T12:00:00Z")
+    at(mocker, "2026-07-10T12:00:00Z")
     plain = run(tmp_path, capsys, ONE_BY_ONE)
     assert "WAVES IN WINDOWS" not in plain and "WINDOWS:" not in plain
     assert run(tmp_path, capsys, ONE_BY_ONE, "--wave-duration", "45m") == plain
@@ -254,9 +254,9 @@ def test_a_bad_wave_duration_is_one_line_and_exit_2(
 
 
 def test_json_carries_each_wave_s_start_end_window_and_overrun(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mocker: MockerFixture
 ) -> None:
-    at(monkeypatch, "2026-07-10T22:30:00Z")  # 00:30 CEST: open, closes 02:00 CEST
+    at(mocker, "2026-07-10T22:30:00Z")  # 00:30 CEST: open, closes 02:00 CEST
     policy = {**ONE_BY_ONE, "failureDomains": {"soakSeconds": 900}, "maintenanceWindows": [NIGHTLY],
               "alertGate": {"prometheusURL": "http://prometheus:9090", "alerts": ["GPUDown"]}}
     result = json.loads(run(tmp_path, capsys, policy, "--wave-duration", "30m", "-o", "json"))
@@ -283,9 +283,9 @@ def test_json_carries_each_wave_s_start_end_window_and_overrun(
 
 
 def test_the_wave_in_progress_waits_for_no_window_and_the_next_waits_for_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mocker: MockerFixture
 ) -> None:
-    at(monkeypatch, "2026-07-10T23:30:00Z")  # 01:30 CEST: nightly closes at 02:00
+    at(mocker, "2026-07-10T23:30:00Z")  # 01:30 CEST: nightly closes at 02:00
 
     def draining(cluster: EmulatedCluster) -> None:
         cluster.store.patch(cluster.type("nodes"), None, "gpu-a-01", "application/merge-patch+json",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+from pytest_mock import MockerFixture
 
 from upgrader.commands import handlers as commands
 from upgrader.core.model.timefmt import parse_rfc3339
@@ -18,9 +18,9 @@ NIGHTLY = {"maintenanceWindows": [
 ]}
 
 
-def at(monkeypatch: pytest.MonkeyPatch, stamp: str) -> None:
+def at(mocker: MockerFixture, stamp: str) -> None:
     """The plan's `now`: the command reads the clock once, here."""
-    monkeypatch.setattr(commands, "time", SimpleNamespace(time=lambda: parse_rfc3339(stamp)))
+    mocker.patch.object(commands, "time").time.return_value = parse_rfc3339(stamp)
 
 
 def lines(text: str) -> list[str]:
@@ -28,9 +28,9 @@ def lines(text: str) -> list[str]:
 
 
 def test_closed_now_says_when_the_next_window_opens(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mocker: MockerFixture
 ) -> None:
-    at(monkeypatch, "2026-07-10T12:00:00Z")  # 14:00 in Berlin
+    at(mocker, "2026-07-10T12:00:00Z")  # 14:00 in Berlin
     assert lines(plan(tmp_path, capsys, NIGHTLY)) == [
         "WINDOWS: closed now: no node starts before nightly (0 22 * * * Europe/Berlin, 4h) opens at "
         "2026-07-10T20:00:00Z (2026-07-10 22:00 CEST); 1 maintenance window"
@@ -38,9 +38,9 @@ def test_closed_now_says_when_the_next_window_opens(
 
 
 def test_open_now_says_until_when(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mocker: MockerFixture
 ) -> None:
-    at(monkeypatch, "2026-01-10T22:30:00Z")  # 23:30 in Berlin, winter
+    at(mocker, "2026-01-10T22:30:00Z")  # 23:30 in Berlin, winter
     assert lines(plan(tmp_path, capsys, NIGHTLY)) == [
         "WINDOWS: open now, nightly (0 22 * * * Europe/Berlin, 4h), until 2026-01-11T01:00:00Z "
         "(2026-01-11 02:00 CET); 1 maintenance window"

@@ -22,12 +22,13 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest_mock import MockerFixture
 
 from upgrader.commands.cli import main
 from upgrader.sim.cluster import EmulatedCluster
@@ -119,18 +120,15 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, env: Mapping[str, str]) -> None:
         monkeypatch.setenv(name, value)
 
 
-def _guard_long_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+def _guard_long_runs(mocker: MockerFixture) -> None:
     """Input accepted by mistake must fail the case, not run a controller, demo or server for ever."""
 
-    def reached(what: str) -> Callable[..., Any]:
-        def fail(*args: Any, **kwargs: Any) -> Any:
-            raise AssertionError(f"bad input was accepted: {what} started")
+    def reached(what: str) -> AssertionError:
+        return AssertionError(f"bad input was accepted: {what} started")
 
-        return fail
-
-    monkeypatch.setattr("upgrader.controller.runner.run_until_signalled", reached("the controller loop"))
-    monkeypatch.setattr("upgrader.commands.demo.run_demo", reached("the demo"))
-    monkeypatch.setattr(EmulatedCluster, "serve", reached("an emulated cluster's server"))
+    mocker.patch("upgrader.controller.runner.run_until_signalled", side_effect=reached("the controller loop"))
+    mocker.patch("upgrader.commands.demo.run_demo", side_effect=reached("the demo"))
+    mocker.patch.object(EmulatedCluster, "serve", side_effect=reached("an emulated cluster's server"))
 
 
 def test_the_fleet_and_the_cluster_are_good(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
@@ -145,11 +143,11 @@ def test_the_fleet_and_the_cluster_are_good(target: Target, capsys: pytest.Captu
 
 @pytest.mark.parametrize("case", CORPUS, ids=[c.id for c in CORPUS])
 def test_bad_input_is_one_line_exit_2_and_no_request(case: Case, target: Target, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     tokens = _materialise(case, tmp_path, target)
     _clean_env(monkeypatch, case.env)
-    _guard_long_runs(monkeypatch)
+    _guard_long_runs(mocker)
     files = _files(tmp_path)
     requests = len(target.cluster.requests)
     capsys.readouterr()
