@@ -91,7 +91,10 @@ def one_run(policy_map: dict[str, Any], nodes: int, seed: int) -> dict[str, floa
     """One rollout in this process, with whichever `upgrader` it imports."""
     from upgrader.controller.loop import Controller
     from upgrader.controller.settings import Settings
-    from upgrader.core.policy.policy import policy_from_mapping
+    try:
+        from upgrader.core.policy.policy import policy_from_mapping
+    except ModuleNotFoundError:  # the tree before the rooms of core/ (issue 27): core/policy.py
+        from upgrader.core.policy import policy_from_mapping  # type: ignore[no-redef]
     from upgrader.kube.api import KubeApi
     from upgrader.sim.apiserver.podutil import gpu_request as gpus
     from upgrader.sim.apiserver.podutil import is_terminal as terminal

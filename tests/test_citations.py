@@ -5,6 +5,7 @@ carry (the design notes upgrader grew from live outside it; docs/ is the referen
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,7 @@ def anchors(page: Path) -> set[str]:
     return {slug(h) for h in headings} | set(re.findall(r'<a id="([a-z0-9-]+)"></a>', text))
 
 
+@cache
 def citations() -> list[tuple[str, str, str]]:
     out = []
     for path in sources():

@@ -15,7 +15,7 @@ from upgrader.core.model.states import STATE_LABEL, STATE_SINCE, State
 from upgrader.core.model.timefmt import rfc3339
 from upgrader.core.model.views import HASH_LABEL, Control, DriverSet, NodeView, PdbView, PodView, Snapshot
 from upgrader.core.node.context import NodeContext, context
-from upgrader.core.node.steps import STEPS, StepPlan
+from upgrader.core.node.steps import STEPS, Step
 from upgrader.core.policy.policy import Policy, policy_from_mapping
 from upgrader.core.rollout.stepping import Conclusion, conclude
 
@@ -241,14 +241,14 @@ def snapshot(
     )
 
 
-def step(snap: Snapshot, name: str = "n1", pol: Policy | None = None) -> tuple[NodeContext, StepPlan]:
+def step(snap: Snapshot, name: str = "n1", pol: Policy | None = None) -> tuple[NodeContext, Step]:
     """The step the node's state asks for, on this snapshot."""
     ctx = context(snap, name, pol or Policy())
     assert ctx.node.state is not None
     return ctx, STEPS[ctx.node.state](ctx)
 
 
-def ok(plan: StepPlan) -> list[Outcome]:
+def ok(plan: Step) -> list[Outcome]:
     """Every attempt succeeded."""
     return [Outcome(a, Result.OK) for a in plan.attempts]
 
@@ -259,7 +259,7 @@ def run_step(
     pol: Policy | None = None,
     now: float = T0,
     outcomes: Sequence[Outcome] | None = None,
-) -> tuple[StepPlan, list[Action]]:
+) -> tuple[Step, list[Action]]:
     """One step decided and concluded; attempts succeed unless `outcomes` says otherwise."""
     plan, concluded = conclude_step(snap, name, pol, now, outcomes)
     return plan, concluded.actions
@@ -271,7 +271,7 @@ def conclude_step(
     pol: Policy | None = None,
     now: float = T0,
     outcomes: Sequence[Outcome] | None = None,
-) -> tuple[StepPlan, Conclusion]:
+) -> tuple[Step, Conclusion]:
     """`run_step`, with the whole conclusion: its actions and what the node waits on."""
     ctx, plan = step(snap, name, pol)
     return plan, conclude(ctx, plan, ok(plan) if outcomes is None else outcomes, now)

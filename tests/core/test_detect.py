@@ -25,7 +25,7 @@ from upgrader.core.model.views import node_view
 from upgrader.core.policy.policy import Policy
 from upgrader.core.rollout.detect import detect, upgrade_reason
 from upgrader.core.rollout.starts import start_nodes
-from upgrader.core.rollout.stepping import plan_steps, project
+from upgrader.core.rollout.stepping import node_steps, project
 
 from .factories import (
     NEW,
@@ -169,7 +169,7 @@ def test_an_unparseable_state_label_is_reported_never_written() -> None:
     assert [n.name for n in fleet(snap).managed] == ["n2"]
     actions = detect(snap, Policy(), T0)
     assert [a.node for a in actions] == ["n2"]
-    assert plan_steps(snap, Policy()) == []
+    assert node_steps(snap, Policy()) == []
     _, starts = start_nodes(
         project(snap, actions), policy(maxParallelUpgrades=0, maxUnavailable="100%"), T0, True, set()
     )

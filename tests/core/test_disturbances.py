@@ -23,7 +23,7 @@ from upgrader.core.model.states import (
 from upgrader.core.model.views import NodeView
 from upgrader.core.rollout.detect import detect
 from upgrader.core.rollout.starts import start_nodes
-from upgrader.core.rollout.stepping import conclude, plan_steps
+from upgrader.core.rollout.stepping import conclude, node_steps
 
 from .factories import (
     NEW,
@@ -46,7 +46,7 @@ S = State
 def test_a_node_someone_uncordoned_mid_upgrade_is_cordoned_again_and_the_cordon_is_ours() -> None:
     marks = {STARTED_AT: at(0), WAS_UNSCHEDULABLE: "true", OPERATOR_INITIAL_UNSCHEDULABLE: "true"}
     view = node(state=S.POD_DELETION_REQUIRED, since=0, unschedulable=False, annotations=marks)
-    ((_, plan),) = plan_steps(snapshot([view], [driver_pod(), gpu_pod("train-0")]), policy())
+    ((_, plan),) = node_steps(snapshot([view], [driver_pod(), gpu_pod("train-0")]), policy())
     # The record in the cordon's own request (found by the property search: a crash between two writes
     # must leave our cordon recorded as ours, not as the admin's).
     assert plan.attempts[:2] == [
@@ -67,7 +67,7 @@ def test_the_driver_is_never_deleted_in_the_pass_that_puts_the_cordon_back() -> 
     the driver pod on the schedulable node, under a job pod that had landed meanwhile."""
     marks = {STARTED_AT: at(0), WAS_UNSCHEDULABLE: "false", DRIVER_POD_UID: "driver-old"}
     view = node(state=S.POD_RESTART_REQUIRED, since=0, unschedulable=False, annotations=marks)
-    ((_, plan),) = plan_steps(snapshot([view], [driver_pod(uid="driver-old")]), policy())
+    ((_, plan),) = node_steps(snapshot([view], [driver_pod(uid="driver-old")]), policy())
     assert [type(a).__name__ for a in plan.attempts] == ["SetUnschedulable", "Event"]
     assert plan.stamp_on_success is None and plan.trigger is None
 
@@ -133,7 +133,7 @@ def test_pods_that_keep_coming_back_are_named_and_time_out() -> None:
 
 
 def _plan_and_conclude(view: NodeView, pods: list[Any], pol: Any, now: float) -> list[Any]:
-    ((ctx, plan),) = plan_steps(snapshot([view], pods), pol)
+    ((ctx, plan),) = node_steps(snapshot([view], pods), pol)
     return conclude(ctx, plan, [Outcome(a, Result.OK) for a in plan.attempts], now).actions
 
 
@@ -196,7 +196,7 @@ def test_a_clock_stamped_in_this_controllers_future_restarts_from_now() -> None:
     from a moment it has not reached. The clock restarts from now, and the node says why."""
     marks = {STARTED_AT: at(0), WAS_UNSCHEDULABLE: "false", SINCE_STATE: "wait-for-jobs-required"}
     view = node(state=S.WAIT_FOR_JOBS_REQUIRED, since=600, unschedulable=True, annotations=marks)
-    ((ctx, plan),) = plan_steps(snapshot([view], [driver_pod()]), policy(), T0)
+    ((ctx, plan),) = node_steps(snapshot([view], [driver_pod()]), policy(), T0)
     actions = conclude(ctx, plan, [], T0).actions
     assert actions == [
         Annotate("n1", {STATE_SINCE: at(0), SINCE_STATE: "wait-for-jobs-required"}),
@@ -208,7 +208,7 @@ def test_a_clock_stamped_in_this_controllers_future_restarts_from_now() -> None:
 def test_a_clock_a_moment_ahead_is_kept() -> None:
     marks = {STARTED_AT: at(0), WAS_UNSCHEDULABLE: "false", SINCE_STATE: "wait-for-jobs-required"}
     view = node(state=S.WAIT_FOR_JOBS_REQUIRED, since=3, unschedulable=True, annotations=marks)
-    ((_, plan),) = plan_steps(snapshot([view], [driver_pod()]), policy(), T0)
+    ((_, plan),) = node_steps(snapshot([view], [driver_pod()]), policy(), T0)
     assert plan.clock_lost is None
 
 

@@ -27,7 +27,7 @@ from upgrader.core.model.states import (
     STARTED_AT,
     State,
 )
-from upgrader.core.node.steps import StepPlan
+from upgrader.core.node.steps import Step
 from upgrader.core.rollout.reconcile import reconcile
 
 from .factories import (
@@ -61,7 +61,7 @@ def _deletion(*pods: Any, claims: dict[str, bool] | None = None) -> Any:
     )
 
 
-def _refused(plan: StepPlan, name: str) -> list[Outcome]:
+def _refused(plan: Step, name: str) -> list[Outcome]:
     return [
         Outcome(a, Result.BLOCKED, "Cannot evict pod") if getattr(a, "name", "") == name else Outcome(a, Result.OK)
         for a in plan.attempts

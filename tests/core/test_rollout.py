@@ -47,7 +47,7 @@ from upgrader.core.model.views import Control, Snapshot
 from upgrader.core.policy.policy import Policy
 from upgrader.core.rollout.detect import detect
 from upgrader.core.rollout.starts import acknowledged_failures, start_nodes
-from upgrader.core.rollout.stepping import conclude, plan_steps, project
+from upgrader.core.rollout.stepping import conclude, node_steps, project
 
 from .factories import (
     NEW,
@@ -229,7 +229,7 @@ class World:
 def one_pass(world: World, pol: Policy, now: float) -> None:
     """The controller's order: detect, steps and their conclusions, then starts."""
     world.apply(detect(world.snap, pol, now))
-    for ctx, plan in plan_steps(world.snap, pol):
+    for ctx, plan in node_steps(world.snap, pol):
         world.apply(conclude(ctx, plan, world.apply(list(plan.attempts)), now).actions)
     _, starts = start_nodes(world.snap, pol, now, True, acknowledged_failures(world.snap))
     world.apply(starts)

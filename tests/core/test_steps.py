@@ -10,7 +10,7 @@ import pytest
 
 from upgrader.core.model.actions import Annotate, Event, Evict, Outcome, Result
 from upgrader.core.model.states import BLOCKED_KIND, BLOCKED_REASON, BLOCKED_SINCE
-from upgrader.core.node.steps import Blocked, StepPlan
+from upgrader.core.node.steps import Blocked, Step
 from upgrader.core.rollout.stepping import conclude
 
 from .factories import (
@@ -136,7 +136,7 @@ PDB_REASON = (
 REFUSED = "Cannot evict pod as it would violate the pod's disruption budget."
 
 
-def _refused(plan: StepPlan, *names: str) -> list[Outcome]:
+def _refused(plan: Step, *names: str) -> list[Outcome]:
     return [
         Outcome(a, Result.BLOCKED, REFUSED) if getattr(a, "name", "") in names else Outcome(a, Result.OK)
         for a in plan.attempts

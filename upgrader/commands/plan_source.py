@@ -302,7 +302,7 @@ def to_snapshot(
     data: PlanInput, settings: Settings, keep: RelevantPods | None = None, policy_path: str | None = None
 ) -> tuple[Snapshot, list[DriverResource]]:
     """The plan's snapshot; ConfigError when the input cannot tell what a plan must (`plan_coverage`), or
-    when the policy `keep` was made from names a failure domain no managed node is in (`policy_fleet`)."""
+    when the policy `keep` was made from names a failure domain no managed node is in (core/plan/policy_fit.py)."""
     try:
         ds_selector = parse_label_selector(settings.driver_daemonset_selector)
     except SelectorError as exc:

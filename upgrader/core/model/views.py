@@ -185,8 +185,8 @@ class Snapshot:
     # A node's pods, read when a start is judged against its PodDisruptionBudgets (core/fleet/pdb_choice.py),
     # once a pass a node; None: not readable here (the start is made without that judgement).
     candidate_pods: Callable[[str], list[PodView]] | None = None
-    # Each node's facts carried from the controller's earlier passes: a core.node_facts.FactsCarry
-    # (typed loosely: node_facts reads the views); None: none kept.
+    # Each node's facts carried from the controller's earlier passes: a node/facts.py FactsCarry
+    # (typed loosely: node/facts.py reads the views); None: none kept.
     carry: Any = field(default=None, repr=False, compare=False)
     # Results derived from this snapshot alone (the fleet split), computed once: a pass asks for them
     # several times. Not copied by dataclasses.replace, so a changed snapshot starts empty.

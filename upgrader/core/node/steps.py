@@ -50,7 +50,11 @@ class Blocked:
 
 
 @dataclass
-class StepPlan:
+class Step:
+    """What one node's state does this pass, decided before anything is applied: the attempts, the
+    trigger they fire, or what blocks or keeps the node waiting, and the timeout that counts.
+    rollout/stepping.py concludes it once the attempts are applied."""
+
     node: str
     kind: BlockKind | None = None  # what a wait past its timeout blocks as (the eviction and job steps)
     attempts: list[Action] = field(default_factory=list)  # all tried, in order
@@ -79,38 +83,38 @@ def _pdb_for(pod: PodView, pdbs: list[PdbView]) -> PdbView | None:
 OURS: Mapping[str, str | None] = {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None, OUR_CORDON: "true"}
 
 
-def cordon(ctx: NodeContext) -> StepPlan:
+def cordon(ctx: NodeContext) -> Step:
     """Cordon, the record in the same request (whoever had cordoned it before the start uncordoned it
     since: this cordon is ours). A node cordoned since the start said it was not, without our mark,
     was cordoned by someone else in between: that cordon is theirs, and stays after the upgrade."""
-    plan = StepPlan(ctx.node.name, trigger="cordoned")
+    step = Step(ctx.node.name, trigger="cordoned")
     node = ctx.node
     if not node.unschedulable:
-        plan.attempts.append(SetUnschedulable(node.name, True, OURS))
+        step.attempts.append(SetUnschedulable(node.name, True, OURS))
     elif node.annotations.get(WAS_UNSCHEDULABLE) == "false" and node.annotations.get(OUR_CORDON) != "true":
-        plan.attempts.append(Annotate(node.name, {WAS_UNSCHEDULABLE: "true", OPERATOR_INITIAL_UNSCHEDULABLE: "true"}))
+        step.attempts.append(Annotate(node.name, {WAS_UNSCHEDULABLE: "true", OPERATOR_INITIAL_UNSCHEDULABLE: "true"}))
         said = "cordoned by someone else after its upgrade started, before upgrader's cordon: it stays cordoned after"
-        plan.attempts.append(Event(node.name, "Warning", said + " the upgrade"))
-    return plan
+        step.attempts.append(Event(node.name, "Warning", said + " the upgrade"))
+    return step
 
 
-def wait_for_jobs(ctx: NodeContext) -> StepPlan:
+def wait_for_jobs(ctx: NodeContext) -> Step:
     settings = ctx.policy.wait_for_completion
-    plan = StepPlan(
+    step = Step(
         ctx.node.name, kind=BlockKind.WAIT_FOR_JOBS, trigger="jobs_finished", timeout=settings.timeout_seconds
     )
     if not settings.pod_selector:
-        return plan
+        return step
     selector = parse_label_selector(settings.pod_selector)
     running = [p for p in ctx.pods if not p.terminal and selector.matches(p.labels)]
     if running:
         limit = f"timeout {settings.timeout_seconds}s" if settings.timeout_seconds else "no timeout"
-        plan.trigger = None
-        plan.waiting = (
+        step.trigger = None
+        step.waiting = (
             f"waiting for {count_of(len(running), 'job pod')} to finish: {pod_names(running)} "
             f"(waitForCompletion.podSelector {settings.pod_selector}, {limit})"
         )
-    return plan
+    return step
 
 
 def _evictions(
@@ -123,16 +127,16 @@ def _evictions(
     trigger: str,
     timeout: int,
     fallback: str | None = None,
-) -> StepPlan:
+) -> Step:
     """Evict `pods` unless one of them may not be touched under the policy; done when all are gone.
 
     With a `fallback` (GPU pod deletion under drain.enable) the pods it may evict go first, and the
     fallback takes the rest: a narrow drain.podSelector only has to cover what deletion could not.
     """
-    plan = StepPlan(ctx.node.name, kind=kind, timeout=timeout, fallback=fallback)
+    step = Step(ctx.node.name, kind=kind, timeout=timeout, fallback=fallback)
     if not pods:
-        plan.trigger = trigger
-        return plan
+        step.trigger = trigger
+        return step
     # A pod already terminating is on its way out whoever owns it: waited for, never a refusal.
     unmanaged = [p for p in pods if p.owner_kind is None and not force and not p.terminating]
     scratch = [p for p in pods if p.empty_dir and not empty_dir and not p.terminating]
@@ -146,32 +150,32 @@ def _evictions(
         forbidden = "cannot evict: " + "; ".join(reasons)
         pods = [p for p in pods if p not in unmanaged and p not in scratch]
         if fallback is None or not pods:
-            plan.blocked = Blocked(kind, forbidden)
-            plan.hopeless = True  # the policy forbids it: no wait changes that
-            return plan
-        plan.waiting = f"{forbidden}; the rest go first"
+            step.blocked = Blocked(kind, forbidden)
+            step.hopeless = True  # the policy forbids it: no wait changes that
+            return step
+        step.waiting = f"{forbidden}; the rest go first"
     evicting = [p for p in pods if not p.terminating]
     for pod in evicting:
-        plan.attempts.append(Evict(ctx.node.name, pod.namespace, pod.name, pod.uid))
+        step.attempts.append(Evict(ctx.node.name, pod.namespace, pod.name, pod.uid))
         pdb = _pdb_for(pod, ctx.pdbs)
         if pdb is not None:
-            plan.pdb_of[pod.key] = pdb
+            step.pdb_of[pod.key] = pdb
     terminating = [p for p in pods if p.terminating]
-    waits = [plan.waiting] if plan.waiting else []
+    waits = [step.waiting] if step.waiting else []
     if terminating:
         waits.append(f"waiting for {count_of(len(terminating), 'pod')} to terminate: {pod_names(terminating)}")
     returned = came_back(ctx, pods)
     if returned:
         # Named by what keeps putting them there: a pod's own name changes with every return, and a
         # block whose reason changed would be written, and announced, again every pass.
-        plan.returning = True
+        step.returning = True
         waits.append(
             f"{pod_sources(returned)} came back to the node after it was cordoned (created after it entered "
             f"{ctx.node.state.value if ctx.node.state else 'this state'}): something places them on it "
             "directly (nodeName, a pinned Job, a toleration), so evicting them again does not end"
         )
-    plan.waiting = "; ".join(waits) or None
-    return plan
+    step.waiting = "; ".join(waits) or None
+    return step
 
 
 EVERY_POD = parse_label_selector("")
@@ -183,7 +187,7 @@ def _deletable_gpu_pods(ctx: NodeContext) -> list[PodView]:
     return [p for p in ctx.gpu_pods() if not p.mirror and p.owner_kind != "DaemonSet"]
 
 
-def gpu_pod_deletion(ctx: NodeContext) -> StepPlan:
+def gpu_pod_deletion(ctx: NodeContext) -> Step:
     settings = ctx.policy.gpu_pod_deletion
     pods = _deletable_gpu_pods(ctx)
     return _evictions(
@@ -200,7 +204,7 @@ def gpu_pod_deletion(ctx: NodeContext) -> StepPlan:
     )
 
 
-def drain(ctx: NodeContext) -> StepPlan:
+def drain(ctx: NodeContext) -> Step:
     settings = ctx.policy.drain
     selector = parse_label_selector(settings.pod_selector)
     # The drain follows a GPU pod deletion that could not finish: the GPU pods it left (a PDB that
@@ -220,78 +224,78 @@ def drain(ctx: NodeContext) -> StepPlan:
     )
 
 
-def restart_driver(ctx: NodeContext) -> StepPlan:
-    plan = StepPlan(ctx.node.name, timeout=ctx.policy.pod_restart.timeout_seconds, fail_on_timeout=True)
+def restart_driver(ctx: NodeContext) -> Step:
+    step = Step(ctx.node.name, timeout=ctx.policy.pod_restart.timeout_seconds, fail_on_timeout=True)
     target = ctx.target_hash
     old_uid = ctx.node.annotations.get(DRIVER_POD_UID)
     live = [p for p in ctx.driver_pods if not p.terminating]
     superseded = superseded_driver_pods(ctx)  # the test that also sends a validating node back here
     stale = [p for p in live if p.uid == old_uid or p in superseded]
     if ctx.node.annotations.get(DRIVER_DELETED_AT):
-        plan.clock = DRIVER_DELETED_AT  # the restart's own clock, not the time spent getting here
+        step.clock = DRIVER_DELETED_AT  # the restart's own clock, not the time spent getting here
     restart_only = "restart_only" in ctx.flags
     if restart_only and stale and not all(same_install_config(p, ctx.driver_set) for p in stale):
-        plan.trigger = "config_changed"  # the driver will be reinstalled: its GPU pods go first
-        return plan
+        step.trigger = "config_changed"  # the driver will be reinstalled: its GPU pods go first
+        return step
     if stale:
         clients = [] if restart_only else ctx.gpu_holders()
         if clients:
             verb = "holds" if len(clients) == 1 else "hold"
-            plan.blocked = Blocked(
+            step.blocked = Blocked(
                 BlockKind.GPU_PODS,
                 f"{count_of(len(clients), 'pod')} still {verb} GPUs: {pod_names(clients)}; "
                 "the driver cannot unload under them",
             )
-            return plan
-        plan.attempts.extend(DeletePod(ctx.node.name, p.namespace, p.name, p.uid) for p in stale)
-        plan.stamp_on_success = DRIVER_DELETED_AT
-        plan.waiting = f"restarting driver pod {pod_names(stale)}" + budgets_over(stale, ctx.pdbs)
-        return plan
+            return step
+        step.attempts.extend(DeletePod(ctx.node.name, p.namespace, p.name, p.uid) for p in stale)
+        step.stamp_on_success = DRIVER_DELETED_AT
+        step.waiting = f"restarting driver pod {pod_names(stale)}" + budgets_over(stale, ctx.pdbs)
+        return step
     fresh = [p for p in live if target is None or p.revision_hash == target]
     if fresh and ctx.node.annotations.get(SAFE_LOAD_ANNOTATION):
         # The new driver pod waits for a safe load: the node is ready for it now (k8s-operator-libs).
-        plan.attempts.append(Annotate(ctx.node.name, {SAFE_LOAD_ANNOTATION: None}))
+        step.attempts.append(Annotate(ctx.node.name, {SAFE_LOAD_ANNOTATION: None}))
     changed = restart_only and [p for p in fresh if p.config_digest != ctx.node.annotations.get(RESTART_ONLY)]
     holders = ctx.gpu_holders() if changed else []
     if changed and holders:
         # The template changed between the decision and the new pod: that driver installs anew.
-        plan.blocked = Blocked(
+        step.blocked = Blocked(
             BlockKind.GPU_PODS,
             f"the driver configuration changed during a restart-only upgrade (DRIVER_CONFIG_DIGEST "
             f"{ctx.node.annotations.get(RESTART_ONLY)} -> {changed[0].config_digest}) while "
             f"{count_of(len(holders), 'pod')} still held GPUs: {pod_names(holders)}; move them off the node",
         )
-        return plan
+        return step
     if fresh and all(p.ready for p in fresh):
-        plan.trigger = "driver_restarted"
-        return plan
+        step.trigger = "driver_restarted"
+        return step
     if fresh:
         pod = fresh[0]
         detail = f": {pod.waiting_reason}" if pod.waiting_reason else ""
         if pod.waiting_message:
             detail += f": {pod.waiting_message}"
-        plan.waiting = f"driver pod {pod.key} not Ready{detail}"
+        step.waiting = f"driver pod {pod.key} not Ready{detail}"
     elif any(p.terminating for p in ctx.driver_pods):
-        plan.waiting = "waiting for the old driver pod to terminate"
+        step.waiting = "waiting for the old driver pod to terminate"
     else:
-        plan.waiting = "waiting for the driver DaemonSet to create the new driver pod"
-    return plan
+        step.waiting = "waiting for the driver DaemonSet to create the new driver pod"
+    return step
 
 
-def validate(ctx: NodeContext) -> StepPlan:
-    plan = StepPlan(ctx.node.name, timeout=ctx.policy.validation.timeout_seconds, fail_on_timeout=True)
+def validate(ctx: NodeContext) -> Step:
+    step = Step(ctx.node.name, timeout=ctx.policy.validation.timeout_seconds, fail_on_timeout=True)
     if ctx.node.annotations.get(SAFE_LOAD_ANNOTATION):
         # The driver restarted after the node got here, and waits again: let it load (k8s-operator-libs).
-        plan.attempts.append(Annotate(ctx.node.name, {SAFE_LOAD_ANNOTATION: None}))
+        step.attempts.append(Annotate(ctx.node.name, {SAFE_LOAD_ANNOTATION: None}))
     if superseded_driver_pods(ctx):
-        plan.trigger = "driver_superseded"
-        return plan
+        step.trigger = "driver_superseded"
+        return step
     problems = validation_problems(ctx)
     if problems:
-        plan.waiting = "; ".join(problems)
+        step.waiting = "; ".join(problems)
     else:
-        plan.trigger = "validated"
-    return plan
+        step.trigger = "validated"
+    return step
 
 
 def entry_annotations(target: State, ctx: NodeContext) -> dict[str, str | None]:
@@ -309,27 +313,27 @@ def entry_annotations(target: State, ctx: NodeContext) -> dict[str, str | None]:
     return {}
 
 
-def uncordon(ctx: NodeContext) -> StepPlan:
+def uncordon(ctx: NodeContext) -> Step:
     """Lift the cordon only where a record positively says it is upgrader's: a missing or unreadable
     record keeps the node cordoned, and says so (a block: someone must decide)."""
-    plan = StepPlan(ctx.node.name, trigger="uncordoned")
+    step = Step(ctx.node.name, trigger="uncordoned")
     annotations = ctx.node.annotations
     record = annotations.get(WAS_UNSCHEDULABLE)
     # Ours, or the GPU Operator's record on a node taken over from it (present: not its cordon).
     cordoned_by_someone_else = record == "true" or OPERATOR_INITIAL_UNSCHEDULABLE in annotations
     if not ctx.node.unschedulable or cordoned_by_someone_else:
-        return plan
+        return step
     if record != "false":
-        plan.trigger = None
+        step.trigger = None
         shown = "missing" if record is None else f"{record!r}, not true or false"
-        plan.blocked = Blocked(
+        step.blocked = Blocked(
             BlockKind.CORDON_RECORD,
             f"no record says upgrader cordoned the node ({WAS_UNSCHEDULABLE} is {shown}), so it stays "
             f"cordoned: uncordon it yourself if upgrader cordoned it, or annotate {WAS_UNSCHEDULABLE}=false",
         )
-        return plan
-    plan.attempts.append(SetUnschedulable(ctx.node.name, False, {OUR_CORDON: None}))
-    return plan
+        return step
+    step.attempts.append(SetUnschedulable(ctx.node.name, False, {OUR_CORDON: None}))
+    return step
 
 
 # A node's clock stamped this far or further ahead of this controller's clock is not trusted: another
@@ -360,30 +364,30 @@ def lost_clock(node: NodeView, now: float | None = None) -> str | None:
     return None
 
 
-def clock_set_by_hand(ctx: NodeContext, now: float | None = None) -> StepPlan | None:
+def clock_set_by_hand(ctx: NodeContext, now: float | None = None) -> Step | None:
     """No wait may count from a clock that is not the state's: this pass starts the state's clock (see
     `conclude`); the step runs from the next."""
     why = lost_clock(ctx.node, now)
-    return None if why is None else StepPlan(ctx.node.name, clock_lost=why)
+    return None if why is None else Step(ctx.node.name, clock_lost=why)
 
 
-def keep_cordoned(ctx: NodeContext, plan: StepPlan) -> StepPlan:
+def keep_cordoned(ctx: NodeContext, step: Step) -> Step:
     """Someone uncordoned a node between our cordon and our uncordon: cordon it again, ours, and say so."""
     if ctx.node.unschedulable or ctx.node.state not in KEPT_CORDONED:
-        return plan
+        return step
     name, state = ctx.node.name, ctx.node.state.value
     # The record in the same request: our cordon is never recorded as someone else's, nor theirs as ours.
     # The driver is never deleted in that pass (the cordon may be refused as stale; pods may have landed
     # since they were listed): the restart waits for the next, cordoned, pass.
     cordon = SetUnschedulable(name, True, OURS)
     said = Event(name, "Warning", f"cordoned again: someone uncordoned the node in {state}, before its upgrade ended")
-    kept = [a for a in plan.attempts if not isinstance(a, DeletePod)]
-    if len(kept) == len(plan.attempts):
-        return replace(plan, attempts=[cordon, said, *kept])
-    return replace(plan, attempts=[cordon, said, *kept], trigger=None, stamp_on_success=None)
+    kept = [a for a in step.attempts if not isinstance(a, DeletePod)]
+    if len(kept) == len(step.attempts):
+        return replace(step, attempts=[cordon, said, *kept])
+    return replace(step, attempts=[cordon, said, *kept], trigger=None, stamp_on_success=None)
 
 
-STEPS: Mapping[State, Callable[[NodeContext], StepPlan]] = {
+STEPS: Mapping[State, Callable[[NodeContext], Step]] = {
     State.CORDON_REQUIRED: cordon,
     State.WAIT_FOR_JOBS_REQUIRED: wait_for_jobs,
     State.POD_DELETION_REQUIRED: gpu_pod_deletion,

@@ -97,15 +97,15 @@ def reconcile(
         work.act(detect(work.snapshot, policy, now))
     pauses = backoff.current(backoff.read(snapshot.control.previous), snapshot.pdbs)
     counted: set[str] = set()  # budgets whose refusals this pass counted already
-    for ctx, plan in [] if locked else rollout.plan_steps(work.snapshot, policy, now):
-        send, held = backoff.hold(plan.attempts, plan.pdb_of, pauses, now, disrupted)
+    for ctx, step in [] if locked else rollout.node_steps(work.snapshot, policy, now):
+        send, held = backoff.hold(step.attempts, step.pdb_of, pauses, now, disrupted)
         attempted = work.act(send)
         if send and not attempted:
             continue  # nothing was applied (the controller lost its lease mid-pass)
-        pauses = backoff.after(pauses, plan.pdb_of, attempted, now, counted, disrupted)
+        pauses = backoff.after(pauses, step.pdb_of, attempted, now, counted, disrupted)
         attempted = [*attempted, *held]
-        decided = rollout.conclude(ctx, plan, attempted, now, frozenset(disrupted))
-        disrupted.update(rollout.spent_budgets(plan, attempted))
+        decided = rollout.conclude(ctx, step, attempted, now, frozenset(disrupted))
+        disrupted.update(rollout.spent_budgets(step, attempted))
         work.act(decided.actions)
         entry = rollout.waiting_entry(ctx, decided)
         if entry is not None:

@@ -1,4 +1,4 @@
-"""Each node in progress, one pass: its step planned (`plan_steps`), then, once its attempts are
+"""Each node in progress, one pass: its step planned (`node_steps`), then, once its attempts are
 applied, concluded (`conclude`) into its transition, block or failure and what it waits on; `project`
 folds what landed into the snapshot. rollout/reconcile.py calls them in that order; detection is in
 detect.py, new starts in starts.py. Pure: `now` is an argument.
@@ -47,24 +47,24 @@ from upgrader.core.model.timefmt import parse_or_none, rfc3339
 from upgrader.core.model.views import FOLDED, Folded, NodeView, Snapshot
 from upgrader.core.node.context import NodeContext, context
 from upgrader.core.node.machine import fire
-from upgrader.core.node.steps import STEPS, Blocked, StepPlan, clock_set_by_hand, entry_annotations, keep_cordoned
+from upgrader.core.node.steps import STEPS, Blocked, Step, clock_set_by_hand, entry_annotations, keep_cordoned
 from upgrader.core.policy.policy import OnBlockedTimeout, Policy
 
 CLEAR_BLOCK: dict[str, str | None] = {BLOCKED_KIND: None, BLOCKED_REASON: None, BLOCKED_SINCE: None}
 
 
-def plan_steps(snapshot: Snapshot, policy: Policy, now: float | None = None) -> list[tuple[NodeContext, StepPlan]]:
+def node_steps(snapshot: Snapshot, policy: Policy, now: float | None = None) -> list[tuple[NodeContext, Step]]:
     out = []
     for node in fleet(snapshot).managed:
         if node.state in IN_PROGRESS:
             ctx = context(snapshot, node.name, policy)
             gate = moved_by_someone_else(ctx) or clock_set_by_hand(ctx, now) or no_driver_set(ctx)
-            plan = gate or STEPS[node.state](ctx)
-            out.append((ctx, keep_cordoned(ctx, plan)))
+            step = gate or STEPS[node.state](ctx)
+            out.append((ctx, keep_cordoned(ctx, step)))
     return out
 
 
-def moved_by_someone_else(ctx: NodeContext) -> StepPlan | None:
+def moved_by_someone_else(ctx: NodeContext) -> Step | None:
     """A node upgrader started (or took over) whose state label someone else moved from one state in
     progress to another: another writer drives it (a second upgrade controller, a hand edit). upgrader
     does not go on from a state it did not set: the node blocks, which halts the rollout, naming the
@@ -76,7 +76,7 @@ def moved_by_someone_else(ctx: NodeContext) -> StepPlan | None:
     if was not in {s.value for s in IN_PROGRESS}:
         return None  # a clock for an idle state: the node was taken up again, not moved mid-way
     name, now_state = node.name, node.state.value
-    return StepPlan(
+    return Step(
         name,
         blocked=Blocked(
             BlockKind.STATE_LABEL,
@@ -87,13 +87,13 @@ def moved_by_someone_else(ctx: NodeContext) -> StepPlan | None:
     )
 
 
-def no_driver_set(ctx: NodeContext) -> StepPlan | None:
+def no_driver_set(ctx: NodeContext) -> Step | None:
     """A node in progress that no driver DaemonSet selects any more (deleted, or its selector
     changed): its driver can be neither restarted nor validated, so it stops here, and says so. Only
     its uncordon may still finish, which gives the node back."""
     if ctx.driver_set is not None or ctx.node.state is State.UNCORDON_REQUIRED:
         return None
-    return StepPlan(
+    return Step(
         ctx.node.name,
         blocked=Blocked(
             BlockKind.DRIVER_DAEMONSET,
@@ -113,7 +113,7 @@ class Conclusion:
 
 
 def conclude(
-    ctx: NodeContext, plan: StepPlan, outcomes: Sequence[Outcome], now: float, disrupted: frozenset[str] = frozenset()
+    ctx: NodeContext, step: Step, outcomes: Sequence[Outcome], now: float, disrupted: frozenset[str] = frozenset()
 ) -> Conclusion:
     """Turn a step and what came of its attempts into the node's transition, block or failure.
 
@@ -121,60 +121,60 @@ def conclude(
     """
     node = ctx.node
     assert node.state is not None
-    if plan.clock_lost is not None:
-        return Conclusion(restart_clock(node, plan.clock_lost, now))
-    refused, spent = _refusals(plan, outcomes, disrupted)
-    waiting = _waiting(plan, outcomes, spent)
-    entered = parse_or_none(node.annotations.get(plan.clock)) or now
-    timed_out = plan.timeout > 0 and now - entered >= plan.timeout
-    blocked = plan.blocked or refused
+    if step.clock_lost is not None:
+        return Conclusion(restart_clock(node, step.clock_lost, now))
+    refused, spent = _refusals(step, outcomes, disrupted)
+    waiting = _waiting(step, outcomes, spent)
+    entered = parse_or_none(node.annotations.get(step.clock)) or now
+    timed_out = step.timeout > 0 and now - entered >= step.timeout
+    blocked = step.blocked or refused
     if blocked is not None:
-        return Conclusion(_stopped(ctx, plan, blocked, timed_out, now), waiting)
+        return Conclusion(_stopped(ctx, step, blocked, timed_out, now), waiting)
     failures = [o for o in outcomes if o.result is Result.ERROR]
     if failures:
         # The API failing is a wait like any other: it has the step's clock and shows its error; the
         # step neither moves on nor stamps its own clock.
         more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
         waiting = f"{what_failed(failures[0].action)} failed: {failures[0].message}{more}"
-        return Conclusion(_past_timeout(ctx, plan, waiting, now) if timed_out else [], waiting)
+        return Conclusion(_past_timeout(ctx, step, waiting, now) if timed_out else [], waiting)
     if any(o.result is Result.CONFLICT for o in outcomes):
         return Conclusion([], waiting)  # someone changed the node first: the next pass re-reads and decides again
-    if plan.stamp_on_success and any(o.result is Result.OK for o in outcomes):
+    if step.stamp_on_success and any(o.result is Result.OK for o in outcomes):
         # This pass started something with its own clock (the driver restart): start that clock.
         # Not when every attempt found its pod gone already: a restart that keeps "deleting" a pod
         # nobody can find must still run into its timeout.
-        return Conclusion([Annotate(node.name, {plan.stamp_on_success: rfc3339(now), **clear_if_blocked(node)})],
+        return Conclusion([Annotate(node.name, {step.stamp_on_success: rfc3339(now), **clear_if_blocked(node)})],
                           waiting)
-    if plan.trigger is not None:
-        return Conclusion([_moved_on(ctx, plan.trigger, now)], waiting)
+    if step.trigger is not None:
+        return Conclusion([_moved_on(ctx, step.trigger, now)], waiting)
     if timed_out and waiting:
-        return Conclusion(_past_timeout(ctx, plan, waiting, now), waiting)
+        return Conclusion(_past_timeout(ctx, step, waiting, now), waiting)
     if clear_if_blocked(node):
         unblocked = Event(node.name, "Normal", f"no longer blocked in {node.state.value}")
         return Conclusion([Annotate(node.name, CLEAR_BLOCK), unblocked], waiting)
     return Conclusion([], waiting)
 
 
-def _waiting(plan: StepPlan, outcomes: Sequence[Outcome], spent: str) -> str | None:
+def _waiting(step: Step, outcomes: Sequence[Outcome], spent: str) -> str | None:
     """What the node waits on: its evictions under way, the step's own wait, budgets spent elsewhere."""
     evicted = [o.action for o in outcomes if isinstance(o.action, Evict) and o.result is Result.OK]
     # Evicting is a wait like any other: its clock runs, however many passes it evicts again.
-    evicting = evicted and not plan.returning  # pods that keep coming back are named by their owner instead
+    evicting = evicted and not step.returning  # pods that keep coming back are named by their owner instead
     notes = [f"evicting {len(evicted)} pod{'s' if len(evicted) != 1 else ''}: {_keys(evicted)}"] if evicting else []
-    notes += [note for note in (plan.waiting, spent) if note]
+    notes += [note for note in (step.waiting, spent) if note]
     return "; ".join(notes) or None
 
 
-def _stopped(ctx: NodeContext, plan: StepPlan, blocked: Blocked, timed_out: bool, now: float) -> list[Action]:
+def _stopped(ctx: NodeContext, step: Step, blocked: Blocked, timed_out: bool, now: float) -> list[Action]:
     """A node something outside upgrader stops: the step's fallback (past its timeout, or at once when
     waiting cannot help), a failure past the timeout under onBlockedTimeout: fail, else a block."""
     node = ctx.node
-    if plan.fallback and (timed_out or (plan.hopeless and plan.blocked is not None)):
-        return fallback(ctx, plan, blocked.reason, now)
+    if step.fallback and (timed_out or (step.hopeless and step.blocked is not None)):
+        return fallback(ctx, step, blocked.reason, now)
     if timed_out and ctx.policy.on_blocked_timeout is OnBlockedTimeout.FAIL:
-        reason = f"{blocked.reason}; blocked past the {plan.timeout}s timeout"
+        reason = f"{blocked.reason}; blocked past the {step.timeout}s timeout"
         return fail(node, FailureKind.of_block(blocked.kind), reason, now, ready_driver_uid(ctx))
-    suffix = f" (past the {plan.timeout}s timeout)" if timed_out else ""
+    suffix = f" (past the {step.timeout}s timeout)" if timed_out else ""
     return block(node, Blocked(blocked.kind, blocked.reason + suffix), now)
 
 
@@ -195,19 +195,19 @@ def _moved_on(ctx: NodeContext, trigger: str, now: float) -> Transition:
     return replace(probe, annotations=annotations, message=f"{node.state.value} -> {probe.target.value}")
 
 
-def _past_timeout(ctx: NodeContext, plan: StepPlan, waiting: str, now: float) -> list[Action]:
+def _past_timeout(ctx: NodeContext, step: Step, waiting: str, now: float) -> list[Action]:
     """A wait that ran past the step's timeout: the fallback, a failure (the restart and validation,
     or under onBlockedTimeout: fail), else a block that keeps the state's clock as its since."""
     node = ctx.node
     assert node.state is not None
-    if plan.fallback:
-        return fallback(ctx, plan, f"{waiting} (past the {plan.timeout}s timeout)", now)
-    if plan.fail_on_timeout or ctx.policy.on_blocked_timeout is OnBlockedTimeout.FAIL:
-        why = f"not done within the {plan.timeout}s timeout: {waiting}"
-        return fail(node, _failure_kind(node.state, plan, waiting), why, now, ready_driver_uid(ctx))
+    if step.fallback:
+        return fallback(ctx, step, f"{waiting} (past the {step.timeout}s timeout)", now)
+    if step.fail_on_timeout or ctx.policy.on_blocked_timeout is OnBlockedTimeout.FAIL:
+        why = f"not done within the {step.timeout}s timeout: {waiting}"
+        return fail(node, _failure_kind(node.state, step, waiting), why, now, ready_driver_uid(ctx))
     # Only the job and eviction steps time out into a block; the restart and validation fail.
-    assert plan.kind is not None, f"{node.state.value}: a step that times out into a block names its kind"
-    waited = Blocked(plan.kind, f"{waiting} (past the {plan.timeout}s timeout)")
+    assert step.kind is not None, f"{node.state.value}: a step that times out into a block names its kind"
+    waited = Blocked(step.kind, f"{waiting} (past the {step.timeout}s timeout)")
     return block(node, waited, now, since=node.annotations.get(STATE_SINCE))
 
 
@@ -240,12 +240,12 @@ def restart_clock(node: NodeView, why: str, now: float) -> list[Action]:
     return [Annotate(node.name, marks), Event(node.name, "Warning", f"{why}: its waits count from now")]
 
 
-def fallback(ctx: NodeContext, plan: StepPlan, reason: str, now: float) -> list[Action]:
+def fallback(ctx: NodeContext, step: Step, reason: str, now: float) -> list[Action]:
     """The step cannot finish, and the policy names another way (GPU pod deletion -> drain)."""
-    assert ctx.node.state is not None and plan.fallback is not None
-    message = FALLBACKS[plan.fallback].format(reason=reason)
+    assert ctx.node.state is not None and step.fallback is not None
+    message = FALLBACKS[step.fallback].format(reason=reason)
     annotations = {STATE_SINCE: rfc3339(now), **CLEAR_BLOCK}
-    transition = fire(ctx.node.name, ctx.node.state, plan.fallback, ctx.flags, annotations, message)
+    transition = fire(ctx.node.name, ctx.node.state, step.fallback, ctx.flags, annotations, message)
     return [transition, Event(ctx.node.name, "Warning", message)]
 
 
@@ -277,7 +277,7 @@ def waiting_entry(ctx: NodeContext, concluded: Conclusion) -> dict[str, str] | N
     }
 
 
-def _refusals(plan: StepPlan, outcomes: Sequence[Outcome], disrupted: frozenset[str]) -> tuple[Blocked | None, str]:
+def _refusals(step: Step, outcomes: Sequence[Outcome], disrupted: frozenset[str]) -> tuple[Blocked | None, str]:
     """Evictions a PodDisruptionBudget refused: a block, or a wait when the budget is only spent.
 
     A budget at full health that still allows no disruption will not change without a person: that
@@ -288,13 +288,13 @@ def _refusals(plan: StepPlan, outcomes: Sequence[Outcome], disrupted: frozenset[
     blocked: dict[str, list[str]] = {}
     spent: dict[str, list[str]] = {}
     details: dict[str, str] = {}
-    own = spent_budgets(plan, outcomes)  # budgets this node's own evictions spent in this batch
+    own = spent_budgets(step, outcomes)  # budgets this node's own evictions spent in this batch
     for outcome in outcomes:
         if outcome.result is not Result.BLOCKED:
             continue
         action = outcome.action
         pod_key = f"{getattr(action, 'namespace', '')}/{getattr(action, 'name', '')}"
-        pdb = plan.pdb_of.get(pod_key)
+        pdb = step.pdb_of.get(pod_key)
         budget = pdb.key if pdb else "(unknown budget)"
         in_use = pdb is not None and (
             pdb.key in disrupted or pdb.key in own or pdb.current_healthy < pdb.expected_pods
@@ -322,26 +322,26 @@ def _refusals(plan: StepPlan, outcomes: Sequence[Outcome], disrupted: frozenset[
     return block, wait
 
 
-def spent_budgets(plan: StepPlan, outcomes: Sequence[Outcome]) -> set[str]:
-    """PodDisruptionBudgets the plan's successful evictions used up."""
+def spent_budgets(step: Step, outcomes: Sequence[Outcome]) -> set[str]:
+    """PodDisruptionBudgets the step's successful evictions used up."""
     out = set()
     for outcome in outcomes:
         action = outcome.action
         if isinstance(action, Evict) and outcome.result is Result.OK:
-            pdb = plan.pdb_of.get(f"{action.namespace}/{action.name}")
+            pdb = step.pdb_of.get(f"{action.namespace}/{action.name}")
             if pdb is not None:
                 out.add(pdb.key)
     return out
 
 
-def _failure_kind(state: State, plan: StepPlan, waiting: str) -> FailureKind:
+def _failure_kind(state: State, step: Step, waiting: str) -> FailureKind:
     if state is State.POD_RESTART_REQUIRED:
         image_errors = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName")
         pulls = any(e in waiting for e in image_errors)
         return FailureKind.IMAGE if pulls else FailureKind.DRIVER_RESTART
     if state is State.VALIDATION_REQUIRED:
         return FailureKind.VALIDATION
-    return FailureKind.of_block(plan.kind) if plan.kind else FailureKind.FAILED
+    return FailureKind.of_block(step.kind) if step.kind else FailureKind.FAILED
 
 
 def block(node: NodeView, blocked: Blocked, now: float, since: str | None = None) -> list[Action]:
