@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -24,11 +25,16 @@ from .dockerfile_reader import LOCK_NAME, ROOT, dockerignore_patterns, ignored
 EMULATOR = "upgrader/sim/"
 
 
+@cache
+def tracked() -> tuple[str, ...]:
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return tuple(listed.splitlines())
+
+
 def context_files() -> list[str]:
     """The files `docker build .` sends from a clean clone: the tracked ones .dockerignore lets in."""
-    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     patterns = dockerignore_patterns()
-    return sorted(path for path in tracked.splitlines() if not ignored(path, patterns))
+    return sorted(path for path in tracked() if not ignored(path, patterns))
 
 
 def test_the_context_is_the_package_without_the_emulator() -> None:
@@ -36,9 +42,8 @@ def test_the_context_is_the_package_without_the_emulator() -> None:
     package = [f for f in files if f.startswith("upgrader/")]
     assert set(files) - set(package) == {"pyproject.toml", "README.md", LOCK_NAME}, files
     assert not [f for f in package if f.startswith(EMULATOR)], "the emulator is in the image context"
-    tracked_package = subprocess.run(["git", "ls-files", "upgrader"], cwd=ROOT, capture_output=True, text=True,
-                                     check=True).stdout.split()
-    assert package == sorted(f for f in tracked_package if not f.startswith(EMULATOR)), "a module left out"
+    wanted = sorted(f for f in tracked() if f.startswith("upgrader/") and not f.startswith(EMULATOR))
+    assert package == wanted, "a module left out"
     rooms = {f.split("/")[1] for f in package}
     assert {"core", "kube", "controller", "commands", "inputs.py", "__init__.py"} == rooms, rooms
 
