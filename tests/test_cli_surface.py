@@ -31,6 +31,8 @@ from upgrader.core.model.states import (
     State,
 )
 from upgrader.core.policy.policy import Policy
+from upgrader.core.report.document import to_dict
+from upgrader.core.report.entries import NodeWaiting
 from upgrader.core.rollout.schedule import Nodes, Standing, plan_starts
 from upgrader.core.rollout.starts import acknowledged_failures
 from upgrader.core.rollout.status import Decided, Scope, rollout_status
@@ -131,10 +133,11 @@ def big_halted_fleet() -> dict[str, Any]:
     now = T0 + 3600
     schedule = plan_starts(Nodes(split.managed), Policy(), now, False, Standing(acknowledged))
     managed = [n.name for n in split.managed]
-    waiting = [{"node": n, "state": "upgrade-required", "reason": "waiting for a maxParallelUpgrades slot"}
+    waiting = [NodeWaiting(n, "upgrade-required", "waiting for a maxParallelUpgrades slot", "")
                for n in managed[50:90]]
     members = Fleet(split.managed, [], [])
-    return rollout_status(snap, Policy(), Scope(members), now, acknowledged, Decided(schedule, waiting))
+    # As the status ConfigMap holds it: what `upgrader status` reads and draws.
+    return to_dict(rollout_status(snap, Policy(), Scope(members), now, acknowledged, Decided(schedule, waiting)))
 
 
 @pytest.mark.parametrize(

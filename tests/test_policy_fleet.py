@@ -7,6 +7,9 @@ import pytest
 
 from tests.core.factories import node, policy
 from upgrader.core.plan.policy_fit import domains_problem, fleet_problem, refusal, status_problem
+from upgrader.core.report.document import RolloutStatus
+from upgrader.core.report.entries import DomainCount
+from upgrader.core.report.kinds import Phase
 
 ZONES = [node("a1", zone="us-east-1a"), node("a2", zone="us-east-1a"), node("b1", zone="us-east-1b"),
          node("c1", zone="us-east-1c")]
@@ -75,11 +78,12 @@ def test_many_domains_are_counted_past_ten() -> None:
 
 
 def test_the_status_of_a_pass_is_judged_the_same() -> None:
-    status = {"nodes_total": 3, "domains": [{"name": "us-east-1b", "nodes": 2}, {"name": "<none>", "nodes": 1}]}
+    status = RolloutStatus(Phase.RUNNING, "rolling", nodes_total=3, domains=(
+        DomainCount("us-east-1b", True, 2, 0, 0, 0, {}), DomainCount("<none>", False, 1, 0, 0, 0, {})))
     assert status_problem(policy(**domains(canary="us-east-1b")), status) is None
     assert status_problem(policy(**domains(canary="us-east-1a")), status) == (
         'failureDomains.canary: "us-east-1a" is not the zone of any managed GPU node (zones: us-east-1b)')
-    assert status_problem(policy(**domains(canary="us-east-1a")), {}) is None
+    assert status_problem(policy(**domains(canary="us-east-1a")), RolloutStatus(Phase.RUNNING, "rolling")) is None
 
 
 def test_the_refusal_names_the_policy_file_when_known() -> None:

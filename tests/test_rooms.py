@@ -18,15 +18,18 @@ from tests.import_walk import PACKAGE, imported, module_name
 SIM_ROOMS = ("upgrader.sim.apiserver", "upgrader.sim.controllers", "upgrader.sim", "upgrader.sim.fleets")
 
 # core's rooms, bottom to top: each may import those before it (docs/architecture.md#inside-core).
-CORE_ROOMS = tuple(f"upgrader.core.{r}" for r in ("model", "compat", "policy", "node", "fleet", "rollout", "plan"))
+CORE_ROOMS = tuple(
+    f"upgrader.core.{r}" for r in ("report", "model", "compat", "policy", "node", "fleet", "rollout", "plan")
+)
 CORE_MAY_IMPORT: dict[str, tuple[str, ...]] = {
-    "upgrader.core.model": (),
-    "upgrader.core.compat": CORE_ROOMS[:1],
-    "upgrader.core.policy": CORE_ROOMS[:2],
-    "upgrader.core.node": (CORE_ROOMS[0], CORE_ROOMS[2]),  # one node reads the policy, never compatibility
-    "upgrader.core.fleet": CORE_ROOMS[:4],
-    "upgrader.core.rollout": CORE_ROOMS[:5],
-    "upgrader.core.plan": CORE_ROOMS[:6],
+    "upgrader.core.report": (),
+    "upgrader.core.model": CORE_ROOMS[:1],
+    "upgrader.core.compat": CORE_ROOMS[:2],
+    "upgrader.core.policy": CORE_ROOMS[:3],
+    "upgrader.core.node": (*CORE_ROOMS[:2], CORE_ROOMS[3]),  # one node reads the policy, never compatibility
+    "upgrader.core.fleet": CORE_ROOMS[:5],
+    "upgrader.core.rollout": CORE_ROOMS[:6],
+    "upgrader.core.plan": CORE_ROOMS[:7],
 }
 MOST_MODULES = 12  # a room a newcomer can walk: about a dozen modules at most
 

@@ -16,6 +16,7 @@ from upgrader.core.model.alerts import Alert, AlertReading
 from upgrader.core.model.states import SINCE_STATE, STATE_LABEL, State
 from upgrader.core.model.views import Control
 from upgrader.core.policy.alert_gate import AlertGate, gate_verdict
+from upgrader.core.report.entries import GateReport
 from upgrader.core.rollout.reconcile import PassOutcome, reconcile
 from upgrader.inputs import ConfigError
 
@@ -159,17 +160,16 @@ def test_no_start_while_an_alert_fires_in_progress_finishes_next_starts_when_it_
     firing, quiet = AlertReading((BURN,)), AlertReading(())
     held = run(world, T0, firing, events)
     assert held.started == [] and states(world) == {"a": "upgrade-required", "b": "upgrade-required"}
-    assert (held.status["phase"], held.status["message"]) == ("Running", FIRING)
-    assert held.status["waiting_on"]["reason"] == "alert-firing"
-    assert held.status["waiting_on"]["runbook"] == "runbooks/alert-gate.md"
-    assert held.status["alert_gate"] == {
-        "open": False, "prometheus": URL, "firing": [FIRING.split(" is firing")[0].removeprefix("alert gate: ")],
-        "error": None,
-    }
+    assert (held.status.phase, held.status.message) == ("Running", FIRING)
+    assert held.status.waiting_on.reason == "alert-firing"
+    assert held.status.waiting_on.runbook == "runbooks/alert-gate.md"
+    assert held.status.alert_gate == GateReport(
+        False, URL, (FIRING.split(" is firing")[0].removeprefix("alert gate: "),), None
+    )
     assert run(world, T0 + 60, firing, events).started == []
 
     resolved = run(world, T0 + 120, quiet, events)
-    assert resolved.started == ["a"] and resolved.status["alert_gate"]["open"] is True
+    assert resolved.started == ["a"] and resolved.status.alert_gate.open is True
     now = T0 + 120
     while states(world)["a"] != "upgrade-done":  # the alert fires again: a goes on all the same
         now += 60
@@ -177,7 +177,7 @@ def test_no_start_while_an_alert_fires_in_progress_finishes_next_starts_when_it_
         run(world, now, firing, events)
     assert states(world)["b"] == "upgrade-required"
     last = run(world, now + 60, firing, events)
-    assert (last.started, last.status["message"]) == ([], FIRING)
+    assert (last.started, last.status.message) == ([], FIRING)
 
     assert run(world, now + 120, quiet, events).started == ["b"]
     # One Event per wait, however many passes it lasts: the alert on a (next to start), then, with a in
@@ -194,11 +194,9 @@ def test_an_unreachable_prometheus_stops_starts_with_its_own_reason() -> None:
     for minute in range(3):
         outcome = run(world, T0 + 60 * minute, down, events)
         assert outcome.started == []
-    assert (outcome.status["phase"], outcome.status["message"]) == ("Running", UNREACHABLE)
-    assert outcome.status["waiting_on"]["reason"] == "alert-gate-unavailable"
-    assert outcome.status["alert_gate"] == {
-        "open": False, "prometheus": URL, "firing": [], "error": "unreachable: Connection refused"
-    }
+    assert (outcome.status.phase, outcome.status.message) == ("Running", UNREACHABLE)
+    assert outcome.status.waiting_on.reason == "alert-gate-unavailable"
+    assert outcome.status.alert_gate == GateReport(False, URL, (), "unreachable: Connection refused")
     assert events == [Event("a", "Warning", f"rollout waiting: {UNREACHABLE}")]
     assert run(world, T0 + 180, AlertReading(()), events).started == ["a"]
 
@@ -207,12 +205,12 @@ def test_a_new_alert_firing_is_a_new_wait_and_event() -> None:
     world, events = fleet(), list[Event]()
     run(world, T0, AlertReading((BURN,)), events)
     both = run(world, T0 + 60, AlertReading((BURN, DISK)), events)
-    assert both.status["waiting_on"]["alerts"] == both.status["alert_gate"]["firing"]
-    assert both.status["message"].startswith(
+    assert both.status.waiting_on.alerts == both.status.alert_gate.firing
+    assert both.status.message.startswith(
         'alert gate: GPUServingSLOBurn{severity="warning", namespace="serve"} since 2023-11-14T22:03:20Z, '
         'NodeDiskFull{severity="critical", team="gpu-infra"} since 2023-11-14T22:12:20Z are firing in Prometheus'
     )
-    assert both.status["message"].endswith("none starts until they resolve; see runbooks/alert-gate.md")
+    assert both.status.message.endswith("none starts until they resolve; see runbooks/alert-gate.md")
     assert len(events) == 2
 
 
@@ -223,9 +221,9 @@ def test_the_next_domain_does_not_start_after_its_soak_while_an_alert_fires() ->
     pods = {**world.snap.driver_pods, "a": [driver_pod("a", revision=NEW, ready=True)]}
     world.snap = replace(world.snap, nodes={**world.snap.nodes, "a": a}, driver_pods=pods)
     soaking = run(world, T0 + 60, AlertReading((BURN,)), events, **soak)
-    assert soaking.status["waiting_on"]["reason"] == "soak"  # the soak speaks first while it lasts
+    assert soaking.status.waiting_on.reason == "soak"  # the soak speaks first while it lasts
     after = run(world, T0 + 600, AlertReading((BURN,)), events, **soak)
-    assert (after.started, after.status["message"]) == ([], FIRING)
+    assert (after.started, after.status.message) == ([], FIRING)
     assert run(world, T0 + 660, AlertReading(()), events, **soak).started == ["b"]
 
 
@@ -233,4 +231,4 @@ def test_without_a_gate_nodes_start_whatever_the_snapshot_says() -> None:
     world = fleet()
     world.snap = replace(world.snap, alerts=AlertReading(error="unreachable: Connection refused"))
     outcome = reconcile(world.snap, policy(maxParallelUpgrades=1), T0, world.apply)
-    assert outcome.started == ["a"] and outcome.status["alert_gate"] is None
+    assert outcome.started == ["a"] and outcome.status.alert_gate is None

@@ -11,6 +11,7 @@ from typing import Any
 from upgrader.core.model.actions import Event
 from upgrader.core.model.states import STATE_LABEL, State
 from upgrader.core.model.views import Control, PodView
+from upgrader.core.report.entries import WaitNode
 from upgrader.core.rollout.reconcile import PassOutcome, reconcile
 
 from .factories import NEW, OLD, T0, at, driver_pod, node, pod, policy, snapshot, validator
@@ -71,9 +72,10 @@ def test_a_held_node_lets_another_start_then_waits_named_and_starts_when_room_ap
     while now < T0 + 3600 and states(world)["a"] == "upgrade-required":
         now += 30
         outcome = run(world, data, now, events)
-        seen.append((states(world)["b"], outcome.started, (outcome.status["waiting_on"] or {}).get("reason")))
+        wait = outcome.status.waiting_on
+        seen.append((states(world)["b"], outcome.started, wait.reason if wait else None))
         if states(world)["b"] != "upgrade-done":
-            messages.add(outcome.status["message"])
+            messages.add(outcome.status.message)
     # While b was in progress (cordoned) a waited, named; a started only once b was done and empty
     # (its bare pod deleted under force), at the first pass with room.
     in_progress = [s for s in seen if s[0] not in ("upgrade-done",)]
@@ -89,13 +91,13 @@ def test_the_wait_names_node_pods_room_and_since_when_and_ends_when_room_appears
     data = WAIT
     first = run(world, data, T0, events)
     assert first.started == [] and states(world)["a"] == "upgrade-required"
-    assert (first.status["phase"], first.status["message"]) == ("Running", HELD)
-    assert first.status["waiting_on"]["reason"] == "insufficient-gpu-capacity"
-    assert first.status["waiting_on"]["nodes"] == [{"node": "a", "why": "evicted GPU pods would find no room"}]
-    assert first.status["waiting_on"]["runbook"] == "runbooks/insufficient-gpu-capacity.md"
-    assert first.status["waiting_since"] == at(0)
+    assert (first.status.phase, first.status.message) == ("Running", HELD)
+    assert first.status.waiting_on.reason == "insufficient-gpu-capacity"
+    assert first.status.waiting_on.nodes == (WaitNode("a", "evicted GPU pods would find no room"),)
+    assert first.status.waiting_on.runbook == "runbooks/insufficient-gpu-capacity.md"
+    assert first.status.waiting_since == at(0)
     later = run(world, data, T0 + 60, events)
-    assert later.started == [] and later.status["waiting_since"] == at(0)  # the same wait, the same since
+    assert later.started == [] and later.status.waiting_since == at(0)  # the same wait, the same since
     assert events == [Event("a", "Warning", f"rollout waiting: {HELD}")]  # once, not once a pass
     # The bare pod on b finishes: 8 GPUs free, a starts at the next pass and the wait is gone.
     world.snap = replace(world.snap, node_pods={
@@ -103,10 +105,10 @@ def test_the_wait_names_node_pods_room_and_since_when_and_ends_when_room_appears
     })
     freed = run(world, data, T0 + 120, events)
     assert freed.started == ["a"]
-    assert freed.status["waiting_on"] is None and freed.status["waiting_since"] is None
+    assert freed.status.waiting_on is None and freed.status.waiting_since is None
 
 
 def test_warn_starts_the_node_as_before() -> None:
     world, events = fleet(b=S.DONE), list[Event]()
     outcome = run(world, {"maxParallelUpgrades": 1, "gpuPodDeletion": {"force": True}}, T0, events)
-    assert outcome.started == ["a"] and outcome.status["waiting_on"] is None
+    assert outcome.started == ["a"] and outcome.status.waiting_on is None

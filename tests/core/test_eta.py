@@ -3,7 +3,10 @@ domain to come, anchored on the newest state change (so it moves only when a nod
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from upgrader.core.model.states import STARTED_AT
+from upgrader.core.report.entries import Eta
 from upgrader.core.rollout.eta import estimate
 
 from .factories import at, node
@@ -19,8 +22,8 @@ def test_median_waves_and_soaks_from_the_newest_change() -> None:
     ]
     got = estimate(nodes, max_parallel_upgrades=2, soak_seconds=600, domains_left=1)
     # 5 left, 2 at a time: 3 waves of the 200 s median, and one soak; from the newest change, T0+700
-    assert got == {"at": at(700 + 3 * 200 + 600), "node_seconds": 200, "from_nodes": 3, "nodes_left": 5}
-    assert estimate(nodes, 2, 0, 0) == {**got, "at": at(700 + 3 * 200)}
+    assert got == Eta(at(700 + 3 * 200 + 600), node_seconds=200, from_nodes=3, nodes_left=5)
+    assert estimate(nodes, 2, 0, 0) == replace(got, at=at(700 + 3 * 200))
 
 
 def test_no_estimate_before_a_node_finished_or_when_none_is_left() -> None:

@@ -7,15 +7,24 @@ from upgrader.core.fleet import eviction_backoff as backoff
 from upgrader.core.model.actions import Evict, Outcome, Result
 from upgrader.core.model.selectors import parse_label_selector
 from upgrader.core.model.views import PdbView
+from upgrader.core.report.document import RolloutStatus, read_status
 
 PDB = PdbView("ml", "train", parse_label_selector("app=train"), 0, 2, 2, 2)
 E1, E2 = Evict("n1", "ml", "train-0", "u0"), Evict("n2", "ml", "train-1", "u1")
 PDB_OF = {"ml/train-0": PDB, "ml/train-1": PDB}
 
 
+def stored(backoff_kept: object) -> RolloutStatus | None:
+    """A status as the cluster holds it, read back as the controller reads it."""
+    return read_status({"phase": "Running", "message": "rolling", "eviction_backoff": backoff_kept})
+
+
 def test_unreadable_backoff_is_none() -> None:
-    assert backoff.read({"eviction_backoff": {"ml/train": {"refusals": "3"}, "x": 5}}) == {}
-    assert backoff.read({"eviction_backoff": "nonsense"}) == {}
+    assert backoff.read(stored({"ml/train": {"refusals": "3"}, "x": 5})) == {}
+    assert backoff.read(stored("nonsense")) == {}
+    assert backoff.read(None) == {}
+    kept = {"refusals": 2, "allowed": 0, "retry_at": "2023-11-14T22:13:20Z"}  # healthy: not yet kept then
+    assert backoff.read(stored({"ml/train": kept, "x": 5})) == {"ml/train": backoff.Pause(2, 0, 1700000000.0, -1)}
 
 
 def test_refusals_double_once_a_pass_up_to_the_cap_and_an_admitted_eviction_ends_it() -> None:

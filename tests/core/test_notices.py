@@ -4,14 +4,49 @@ from __future__ import annotations
 
 import pytest
 
-from upgrader.core.policy.notices import NoticeKind, notices
+from upgrader.core.policy.notices import Notice, NoticeKind, notices
 from upgrader.core.policy.policy import policy_from_mapping
+from upgrader.core.report.document import RolloutStatus, read_status, to_dict
 
 RUNNING = {"phase": "Running", "failed": [], "domains": [{"name": "a", "canary": True, "done": 1, "nodes": 2}]}
 
+# What a test leaves out of a status, its entries and its pools: the rest of what the controller writes.
+DOMAIN = {"canary": False, "nodes": 0, "done": 0, "in_progress": 0, "failed": 0, "by_state": {}}
+FAILED = {"kind": "failed", "reason": "", "acknowledged": False, "state": "", "runbook": "runbooks/rollout-halted.md"}
+WAIT = {"domain": None, "nodes": [], "count": 0}
+POOL = {"selects": "nodeSelector pool=x", "phase": "Running", "message": "rolling"}
+
+
+def _filled(part: dict, base: dict) -> dict:  # type: ignore[type-arg]
+    out = {**base, **part}
+    out["domains"] = [{**DOMAIN, **d} for d in part.get("domains", [])]
+    if part.get("waiting_on"):
+        out["waiting_on"] = {**WAIT, **part["waiting_on"]}
+    return out
+
+
+def stored(status: dict) -> RolloutStatus | None:  # type: ignore[type-arg]
+    """`status` as the controller writes it, read back as the controller reads it (None for {}: none)."""
+    if not status:
+        return None
+    full = _filled(status, {"message": ""})
+    full["failed"] = [{**FAILED, **f} for f in status.get("failed", [])]
+    if "pools" in status:
+        full["pools"] = [_filled(p, POOL) for p in status["pools"]]
+    read = read_status(full)
+    assert read is not None and to_dict(read)["domains"] == full["domains"], "the test's status reads whole"
+    assert len(read.failed) == len(full["failed"]) and len(read.pools or ()) == len(full.get("pools", ()))
+    return read
+
+
+def told(previous: dict, status: dict, staged: bool = False, pools: dict | None = None) -> list[Notice]:  # type: ignore[type-arg]
+    now = stored(status)
+    assert now is not None
+    return notices(stored(previous), now, staged, pools)
+
 
 def kinds(previous: dict, status: dict, staged: bool = False) -> list[str]:  # type: ignore[type-arg]
-    return [n.kind.value for n in notices(previous, status, staged)]
+    return [n.kind.value for n in told(previous, status, staged)]
 
 
 def test_a_halt_a_failure_and_the_end_are_told_once() -> None:
@@ -19,7 +54,7 @@ def test_a_halt_a_failure_and_the_end_are_told_once() -> None:
     halted = {**RUNNING, "phase": "Halted", "message": "halted: a2 upgrade-failed", "failed": [failed]}
     assert kinds(RUNNING, halted) == ["halted", "failed"]
     assert kinds(halted, halted) == []
-    assert notices(RUNNING, halted, False)[1].text == "a2 upgrade-failed: validation: not done within 600s"
+    assert told(RUNNING, halted, False)[1].text == "a2 upgrade-failed: validation: not done within 600s"
     again = {**halted, "failed": [{**failed, "since": "T2"}]}  # the same node failing again later
     assert kinds(halted, again) == ["failed"]
     done = {**RUNNING, "phase": "Done", "message": "done", "domains": [{**RUNNING["domains"][0], "done": 2}]}
@@ -55,10 +90,12 @@ def test_canary_nodes_as_many_as_the_canary_domain_is_the_whole_domain_so_its_en
     policy = policy_from_mapping({"failureDomains": {"canaryNodes": 3}})
     small = {"domains": [{"name": "a", "canary": True, "nodes": 2, "done": 2}]}
     large = {"domains": [{"name": "a", "canary": True, "nodes": 10, "done": 0}]}
-    assert staged_canary(policy, small) is False and staged_canary(policy, large) is True
+    small_read, large_read = stored({"phase": "Running", **small}), stored({"phase": "Running", **large})
+    assert small_read is not None and large_read is not None
+    assert staged_canary(policy, small_read) is False and staged_canary(policy, large_read) is True
     before = {"phase": "Running", "domains": [{"name": "a", "canary": True, "nodes": 2, "done": 1}]}
-    told = notices(before, {"phase": "Running", **small}, staged_canary(policy, small))
-    assert [n.text for n in told] == ["the canary domain a is done: 2 nodes"]
+    said = told(before, {"phase": "Running", **small}, staged_canary(policy, small_read))
+    assert [n.text for n in said] == ["the canary domain a is done: 2 nodes"]
 
 
 def test_with_pools_each_pools_canary_and_promotion_wait_is_told_by_pool_and_once() -> None:
@@ -69,12 +106,12 @@ def test_with_pools_each_pools_canary_and_promotion_wait_is_told_by_pool_and_onc
     after = {"phase": "Running", "waiting_on": gate, "pools": [
         {"name": "training", "domains": [{"name": "a", "canary": True, "nodes": 2, "done": 2}], "waiting_on": None},
         {"name": "inference", "message": "awaiting promotion: domain c", "domains": [], "waiting_on": gate}]}
-    told = notices(before, after, False, {"training": False, "inference": False})
-    assert [(n.kind.value, n.text) for n in told] == [
+    said = told(before, after, False, {"training": False, "inference": False})
+    assert [(n.kind.value, n.text) for n in said] == [
         ("canaryDone", "pool training: the canary domain a is done: 2 nodes"),
         ("awaitingPromotion", "pool inference: awaiting promotion: domain c"),
     ]
-    assert notices(after, after, False, {}) == []
+    assert told(after, after, False, {}) == []
 
 
 def test_with_pools_a_halt_is_told_per_pool_that_halts() -> None:
@@ -83,5 +120,5 @@ def test_with_pools_a_halt_is_told_per_pool_that_halts() -> None:
                                         {"name": "b", "phase": "Running"}]}
     two = {"phase": "Halted", "pools": [{"name": "a", "phase": "Halted", "message": "halted: n1 blocked"},
                                         {"name": "b", "phase": "Halted", "message": "halted: n7 failed"}]}
-    assert [n.text for n in notices(running, one, False)] == ["pool a: halted: n1 blocked"]
-    assert [n.text for n in notices(one, two, False)] == ["pool b: halted: n7 failed"]
+    assert [n.text for n in told(running, one, False)] == ["pool a: halted: n1 blocked"]
+    assert [n.text for n in told(one, two, False)] == ["pool b: halted: n7 failed"]

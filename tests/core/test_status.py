@@ -19,9 +19,12 @@ from upgrader.core.model.states import (
 )
 from upgrader.core.model.views import Control, NodeView, Snapshot
 from upgrader.core.policy.policy import Policy
+from upgrader.core.report.document import RolloutStatus, read_status, to_dict
+from upgrader.core.report.entries import NodeBlocked, NodeWaiting
+from upgrader.core.report.kinds import Phase
 from upgrader.core.rollout.schedule import Nodes, Standing, plan_starts
 from upgrader.core.rollout.starts import acknowledged_failures
-from upgrader.core.rollout.status import Decided, Scope, blocked_nodes, halt_reason, meaningful, rollout_status
+from upgrader.core.rollout.status import Decided, Scope, blocked_nodes, halt_reason, rollout_status
 
 from .factories import NEW, T0, at, driver_pod, node, policy, snapshot
 
@@ -63,7 +66,7 @@ def status(
     pol: Policy | None = None,
     control: Control | None = None,
     now: float = T0 + 100,
-    waiting: list[dict[str, str]] | None = None,
+    waiting: list[NodeWaiting] | None = None,
     with_schedule: bool = True,
 ) -> dict[str, Any]:
     pol = pol or Policy()
@@ -71,7 +74,8 @@ def status(
     f = fleet(snap)
     acknowledged = acknowledged_failures(snap)
     schedule = plan_starts(Nodes(f.managed), pol, now, True, Standing(acknowledged)) if with_schedule else None
-    return rollout_status(snap, pol, Scope(f), now, acknowledged, Decided(schedule, waiting))
+    # As the status ConfigMap and `upgrader status -o json` hold it: what a person and a script read.
+    return to_dict(rollout_status(snap, pol, Scope(f), now, acknowledged, Decided(schedule, waiting)))
 
 
 def test_nodes_by_state_lists_every_state_with_zeros() -> None:
@@ -129,14 +133,7 @@ def test_several_blocked_nodes_name_the_first_and_count_the_rest() -> None:
 def test_a_block_with_an_unknown_kind_points_at_the_generic_runbook() -> None:
     view = node("n1", S.DRAIN_REQUIRED, annotations={BLOCKED_KIND: "mystery", BLOCKED_SINCE: at(1)})
     (entry,) = blocked_nodes(snapshot([view]), ["n1"])
-    assert entry == {
-        "node": "n1",
-        "state": "drain-required",
-        "kind": "mystery",
-        "reason": "",
-        "since": at(1),
-        "runbook": "runbooks/rollout-halted.md",
-    }
+    assert entry == NodeBlocked("n1", "drain-required", "mystery", "", at(1), "runbooks/rollout-halted.md")
 
 
 def test_an_unacknowledged_canary_failure_halts() -> None:
@@ -231,7 +228,7 @@ def test_a_pause_over_a_block_says_resume_alone_does_not_go_on() -> None:
 def test_a_canary_that_failed_during_the_pause_is_said_first_and_names_the_acknowledgement() -> None:
     """The pause began at T0+30 (the last status recorded it); a2 failed at T0+80, a1 before it."""
     nodes = [failed("a1", "a", at_s=10), failed("a2", "a", at_s=80), node("b1", S.UPGRADE_REQUIRED, zone="b")]
-    previous = {"paused": True, "paused_since": at(30)}
+    previous = RolloutStatus(Phase.PAUSED, "paused by an operator", paused=True, paused_since=at(30))
     result = status(nodes, control=Control(paused=True, acknowledged={"a1": at(10)}, previous=previous))
     assert result["phase"] == "Paused"
     assert result["paused_since"] == at(30)
@@ -289,8 +286,8 @@ def test_domains_budget_and_lists() -> None:
         node("x1", S.DONE, zone="a", labels={"nvidia.com/gpu-driver-upgrade.skip": "true"}),
     ]
     waiting = [
-        {"node": "a2", "state": "pod-restart-required", "reason": "restarting", "since": at(1)},
-        {"node": "gone", "state": "cordon-required", "reason": "?", "since": at(1)},
+        NodeWaiting("a2", "pod-restart-required", "restarting", at(1)),
+        NodeWaiting("gone", "cordon-required", "?", at(1)),
     ]
     result = status(
         nodes, policy(maxParallelUpgrades=2, maxUnavailable="50%", onNodeFailure="continue"), waiting=waiting
@@ -311,7 +308,9 @@ def test_domains_budget_and_lists() -> None:
         "max_unavailable": 2,
     }
     assert result["skipped"] == ["x1"]
-    assert result["waiting"] == waiting[:1]
+    assert result["waiting"] == [
+        {"node": "a2", "state": "pod-restart-required", "reason": "restarting", "since": at(1)}
+    ]
     assert result["updated_at"] == at(100)
 
 
@@ -340,8 +339,9 @@ def test_meaningful_ignores_only_the_timestamp() -> None:
     nodes = [node("a", S.DONE)]
     first, later = status(nodes, now=T0 + 1), status(nodes, now=T0 + 500)
     assert first != later
-    assert meaningful(first) == meaningful(later)
-    assert "updated_at" not in meaningful(first)
+    settled = [read_status(s).settled() for s in (first, later)]  # type: ignore[union-attr]
+    assert settled[0] == settled[1]
+    assert settled[0].updated_at == ""
 
 
 def test_halt_reason_is_none_when_nothing_is_wrong() -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from upgrader.core.model.actions import Annotate
 from upgrader.core.model.states import BLOCKED_KIND
+from upgrader.core.report.entries import NodeWaiting
 from upgrader.core.rollout.stepping import Conclusion, conclude, waiting_entry
 
 from .factories import T0, at, gpu_pod, node, pod, policy, run_step, snapshot, step
@@ -106,10 +107,5 @@ def test_a_normal_wait_is_reported_as_waiting_not_blocked() -> None:
     ctx, plan = step(snap, pol=policy(waitForCompletion={"podSelector": "app=train", "timeoutSeconds": 600}))
     concluded = conclude(ctx, plan, [], T0)
     assert concluded.actions == [] and concluded.waiting == JOBS_WAITING
-    assert waiting_entry(ctx, concluded) == {
-        "node": "n1",
-        "state": "wait-for-jobs-required",
-        "reason": JOBS_WAITING,
-        "since": at(0),
-    }
+    assert waiting_entry(ctx, concluded) == NodeWaiting("n1", "wait-for-jobs-required", JOBS_WAITING, at(0))
     assert waiting_entry(ctx, Conclusion([Annotate("n1", {BLOCKED_KIND: "wait-for-jobs"})], JOBS_WAITING)) is None

@@ -11,6 +11,7 @@ from upgrader.core.model.actions import Event, Outcome, Result, WriteStatus
 from upgrader.core.model.states import SKIP_LABEL, STATE_LABEL, WAS_UNSCHEDULABLE, State
 from upgrader.core.model.views import Control, NodeView
 from upgrader.core.policy.policy import Policy
+from upgrader.core.report.document import read_status, to_dict
 from upgrader.core.rollout.reconcile import reconcile
 from upgrader.core.rollout.starts import start_nodes
 from upgrader.core.rollout.status import Decided, Scope, rollout_status
@@ -25,12 +26,13 @@ RUNBOOK = "runbooks/rollout-halted.md"
 def wait_for(
     nodes: list[NodeView], pol: Policy, *, previous: dict[str, Any] | None = None, now: float = T0, paused: bool = False
 ) -> tuple[dict[str, Any], list[Event]]:
-    """The status after deciding the starts, and the Events the starts decided."""
+    """The status after deciding the starts, as the cluster stores it (what `previous` is, read back
+    as the controller reads it), and the Events the starts decided."""
     pods = [driver_pod(n.name, revision=NEW if n.state is DONE else OLD) for n in nodes]
-    snap = snapshot(nodes, pods, control=Control(paused=paused, previous=previous or {}))
+    snap = snapshot(nodes, pods, control=Control(paused=paused, previous=read_status(previous)))
     schedule, actions = start_nodes(snap, pol, now, not paused, set())
     status = rollout_status(snap, pol, Scope(fleet(snap)), now, set(), Decided(schedule))
-    return status, [a for a in actions if isinstance(a, Event)]
+    return to_dict(status), [a for a in actions if isinstance(a, Event)]
 
 
 def readme_fleet() -> list[NodeView]:
@@ -171,7 +173,7 @@ def test_the_next_domain_waits_for_the_previous_one_to_finish() -> None:
 def test_nodes_in_progress_in_another_domain_are_named() -> None:
     nodes = [node("a1", REQ, zone="a"), node("b1", S.DRAIN_REQUIRED, zone="b"), node("b2", REQ, zone="b")]
     status, events = wait_for(nodes, policy(maxParallelUpgrades=0, maxUnavailable="100%"),
-                              previous={"current_domain": "a"})
+                              previous={"phase": "Running", "message": "rolling", "current_domain": "a"})
     expected = (
         "nodes of domain b are in progress while the rollout is on domain a (the order, a zone label or the fleet "
         "changed mid-rollout): no node starts until they finish; in progress: b1"
@@ -234,12 +236,14 @@ def test_a_pass_writes_the_wait_to_the_status_and_one_event_only_when_it_changes
         return [Outcome(a, Result.OK) for a in actions]
 
     first = reconcile(snapshot(nodes, pods), Policy(), T0, apply)
-    assert first.status["message"] == README_WAIT and first.started == []
+    assert first.status.message == README_WAIT and first.started == []
     assert [a for a in written if isinstance(a, Event)] == [
         Event("gpu-a-01", "Warning", f"rollout waiting: {README_WAIT}")
     ]
-    assert [a.status["waiting_on"]["reason"] for a in written if isinstance(a, WriteStatus)] == ["max-unavailable"]
+    assert [to_dict(a.status)["waiting_on"]["reason"] for a in written if isinstance(a, WriteStatus)] == [
+        "max-unavailable"
+    ]
     written.clear()
     second = reconcile(snapshot(nodes, pods, control=Control(previous=first.status)), Policy(), T0 + 10, apply)
-    assert second.status["message"] == README_WAIT
+    assert second.status.message == README_WAIT
     assert [a for a in written if isinstance(a, Event)] == []

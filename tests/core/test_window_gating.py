@@ -10,6 +10,7 @@ from typing import Any
 from upgrader.core.model.actions import Event
 from upgrader.core.model.states import STATE_LABEL, State
 from upgrader.core.model.views import Control
+from upgrader.core.report.entries import WindowReport
 from upgrader.core.rollout.reconcile import PassOutcome, reconcile
 
 from .factories import OLD, T0, driver_pod, gpu_pod, node, policy, snapshot, validator
@@ -54,10 +55,9 @@ def test_no_start_outside_the_window_in_progress_finishes_next_starts_at_the_ope
     world, events = fleet(), list[Event]()
     first = run(world, T0, events)  # 22:13:20, the window is open until 22:20
     assert first.started == ["a"]
-    assert first.status["maintenance_window"] == {
-        "open": True, "window": "nightly", "about": "nightly (0 22 * * * UTC, 20m)",
-        "closes_at": "2023-11-14T22:20:00Z", "next_open": None,
-    }
+    assert first.status.maintenance_window == WindowReport(
+        True, "nightly", "nightly (0 22 * * * UTC, 20m)", "2023-11-14T22:20:00Z", None
+    )
     now = T0
     while now < T0 + 1200:  # a pass a minute: a is still going when the window closes at T0 + 400
         now += 60
@@ -65,10 +65,10 @@ def test_no_start_outside_the_window_in_progress_finishes_next_starts_at_the_ope
         if now == T0 + 420:
             assert states(world)["a"] not in ("upgrade-done", "upgrade-required")  # in progress past the end
     assert states(world) == {"a": "upgrade-done", "b": "upgrade-required"}
-    assert (last.status["phase"], last.status["message"]) == ("Running", CLOSED)
-    assert last.status["waiting_on"]["reason"] == "maintenance-window"
-    assert last.status["waiting_on"]["until"] == "2023-11-15T22:00:00Z"
-    assert last.status["maintenance_window"]["open"] is False
+    assert (last.status.phase, last.status.message) == ("Running", CLOSED)
+    assert last.status.waiting_on.reason == "maintenance-window"
+    assert last.status.waiting_on.until == "2023-11-15T22:00:00Z"
+    assert last.status.maintenance_window.open is False
     # One Event per wait, however many passes it lasts: b waits for a while the window is open, then
     # for the window (on b, the node that starts next), with a still in progress when it closed.
     assert events == [
@@ -80,11 +80,11 @@ def test_no_start_outside_the_window_in_progress_finishes_next_starts_at_the_ope
     assert before.started == [] and states(world)["b"] == "upgrade-required"
     opened = run(world, NEXT_OPEN, events)
     assert opened.started == ["b"] and states(world)["b"] == "cordon-required"
-    assert opened.status["maintenance_window"]["closes_at"] == "2023-11-15T22:20:00Z"
+    assert opened.status.maintenance_window.closes_at == "2023-11-15T22:20:00Z"
     assert len(events) == 2
 
 
 def test_without_windows_a_node_starts_at_any_hour() -> None:
     world = fleet()
     outcome = reconcile(world.snap, policy(maxParallelUpgrades=1), T0 + 3600, world.apply)
-    assert outcome.started == ["a"] and outcome.status["maintenance_window"] is None
+    assert outcome.started == ["a"] and outcome.status.maintenance_window is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ def t(stamp: str) -> float:
 
 
 def check(windows: list[Window], stamp: str) -> dict[str, object]:
-    result = verdict(windows, t(stamp)).to_dict()
+    result = asdict(verdict(windows, t(stamp)).report())
     result.pop("about")
     return result
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from tests.shown import shown
 from upgrader import __version__
 from upgrader.controller.lifetime import Elector
 from upgrader.controller.loop import Controller, PassReport
@@ -128,7 +129,7 @@ class Rollout:
         try:
             while time.monotonic() < deadline:
                 time.sleep(0.05)
-                status = self.reports[-1].status if self.reports else {}
+                status = shown(self.reports[-1].status) if self.reports else {}
                 if status.get("phase") in phases:
                     held_since = held_since or time.monotonic()
                     if time.monotonic() - held_since >= hold:
@@ -137,7 +138,7 @@ class Rollout:
                     held_since = None
             raise AssertionError(
                 f"phase never reached {phases}; last status: "
-                f"{self.reports[-1].status if self.reports else None}"
+                f"{shown(self.reports[-1].status) if self.reports else None}"
             )
         finally:
             stop.set()
@@ -153,7 +154,7 @@ class Rollout:
         status: dict[str, Any] = {}
         try:
             while self.now() < deadline:
-                status = self.step_pass(ctl).status or status
+                status = shown(self.step_pass(ctl).status) or status
                 if status.get("phase") in phases:
                     held_since = self.now() if held_since is None else held_since
                     if self.now() - held_since >= hold:

@@ -15,6 +15,7 @@ from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
 from upgrader.core.model.states import IN_PROGRESS, STATE_LABEL, State
 from upgrader.core.policy.policy import Policy, policy_from_mapping
+from upgrader.core.report.document import to_dict
 from upgrader.kube.api import KubeApi
 from upgrader.kube.leader import LeaderElector
 from upgrader.sim.apiserver.faults import RequestRecord
@@ -96,7 +97,8 @@ class World:
 
     def step(self) -> dict[str, Any]:
         """One pass, then a virtual second for the emulator's controllers and kubelets."""
-        self.status = self.controller.reconcile().status or self.status
+        status = self.controller.reconcile().status
+        self.status = to_dict(status) if status is not None else self.status  # as `upgrader status -o json` shows it
         self.cluster.advance(1)
         return self.status
 

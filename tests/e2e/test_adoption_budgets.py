@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.shown import shown
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
 from upgrader.core.model.states import STATE_LABEL, State
@@ -38,7 +39,7 @@ def test_nodes_another_controller_put_in_progress_start_in_their_turn() -> None:
     recorder = RolloutRecorder(cluster)  # from here on every node in progress is upgrader's
     status: dict[str, Any] = {}
     for _ in range(1500):
-        status = ctl.reconcile().status
+        status = shown(ctl.reconcile().status)
         if status.get("phase") == "Done":
             break
         cluster.advance(1.0)

@@ -82,7 +82,7 @@ def until(check: Callable[[], bool], what: str, seconds: float = 30) -> None:
 
 
 def by_state(report: PassReport) -> dict[str, Any]:
-    return {k: v for k, v in (report.status.get("nodes_by_state") or {}).items() if v}
+    return {k: v for k, v in (getattr(report.status, "nodes_by_state", None) or {}).items() if v}
 
 
 def test_a_rule_firing_in_prometheus_holds_the_rollout_and_its_resolution_releases_it(
@@ -119,13 +119,13 @@ def test_a_rule_firing_in_prometheus_holds_the_rollout_and_its_resolution_releas
     until(lambda: firing(prometheus) == ["GPUServingSLOBurn"], "the alert fires")
     held = run(5)
     assert by_state(held) == {"upgrade-required": 2}
-    assert held.status["waiting_on"]["reason"] == "alert-firing"
+    assert held.status.waiting_on.reason == "alert-firing"
     assert re.fullmatch(
         r'alert gate: GPUServingSLOBurn\{severity="critical", namespace="serve"\} since \S+Z is firing in '
         + re.escape(f"Prometheus {prometheus.url}; nodes in progress finish, none starts until it resolves; "
                     "see runbooks/alert-gate.md"),
-        held.status["message"],
-    ), held.status["message"]
+        held.status.message,
+    ), held.status.message
 
     exporter.value = 0
     until(lambda: firing(prometheus) == [], "the alert resolves")
@@ -152,8 +152,8 @@ def test_a_stopped_prometheus_holds_the_rollout_with_its_own_reason(world: tuple
     prometheus.stop()
     report = controller.reconcile()
     assert by_state(report) == {"upgrade-required": 1}
-    assert report.status["waiting_on"]["reason"] == "alert-gate-unavailable"
-    assert report.status["message"] == (
+    assert report.status.waiting_on.reason == "alert-gate-unavailable"
+    assert report.status.message == (
         f"alert gate: cannot read alerts from Prometheus {prometheus.url} (unreachable: Connection refused); "
         "nodes in progress finish, none starts until it answers (fail closed); see runbooks/alert-gate.md"
     )

@@ -29,7 +29,7 @@ def passes(cluster: EmulatedCluster, controller: Controller, count: int) -> Pass
 
 
 def by_state(report: PassReport) -> dict[str, Any]:
-    return {k: v for k, v in (report.status.get("nodes_by_state") or {}).items() if v}
+    return {k: v for k, v in (getattr(report.status, "nodes_by_state", None) or {}).items() if v}
 
 
 def test_a_firing_alert_holds_starts_and_its_resolution_lets_the_rollout_finish(prometheus: FakePrometheus) -> None:
@@ -48,7 +48,7 @@ def test_a_firing_alert_holds_starts_and_its_resolution_lets_the_rollout_finish(
     prometheus.serve(answer(burn, alert("Watchdog", "firing", severity="none")))
     held = passes(cluster, controller, 5)
     assert by_state(held) == {"upgrade-required": 2}
-    assert held.status["message"] == (
+    assert held.status.message == (
         'alert gate: GPUServingSLOBurn{severity="critical", namespace="serve"} since 2026-11-30T21:58:00.123Z '
         f"is firing in Prometheus {prometheus.url}; nodes in progress finish, none starts until it resolves; "
         "see runbooks/alert-gate.md"
@@ -71,8 +71,8 @@ def test_a_firing_alert_holds_starts_and_its_resolution_lets_the_rollout_finish(
     prometheus.serve(b"<html>sign in</html>")  # a login page in front of Prometheus: fail closed
     garbage = passes(cluster, controller, 3)
     assert by_state(garbage) == {"upgrade-done": 1, "upgrade-required": 1}
-    assert garbage.status["waiting_on"]["reason"] == "alert-gate-unavailable"
-    assert garbage.status["message"] == (
+    assert garbage.status.waiting_on.reason == "alert-gate-unavailable"
+    assert garbage.status.message == (
         f"alert gate: cannot read alerts from Prometheus {prometheus.url} (bad answer: not JSON: "
         "<html>sign in</html>); nodes in progress finish, none starts until it answers (fail closed); "
         "see runbooks/alert-gate.md"

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from tests.shown import shown
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
 from upgrader.core.model.states import STATE_LABEL, WAS_UNSCHEDULABLE, State
@@ -126,7 +127,7 @@ def test_a_restored_api_server_neither_undoes_an_admins_cordon_nor_stops_the_rol
             admin.patch_node(victim, {"spec": {"unschedulable": True}})
             restored_at, seen_before = second, len(cluster.requests)
             recorder = RolloutRecorder(cluster)  # what happens from the restored state on
-        status = controller.reconcile().status
+        status = shown(controller.reconcile().status)
         if status.get("phase") == "Done":
             break
         cluster.advance(1)
@@ -207,7 +208,7 @@ def test_a_driver_pod_only_the_newer_history_had_does_not_hold_up_its_node(answe
             else:
                 cluster.restore_from(backup, future_watches=answer)
             restored_at = second
-        status = controller.reconcile().status
+        status = shown(controller.reconcile().status)
         if status.get("phase") == "Done":
             break
         cluster.advance(1)

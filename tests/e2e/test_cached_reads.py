@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.shown import shown
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
 from upgrader.core.model.states import FAILED_REASON, STATE_LABEL, State
@@ -43,7 +44,7 @@ def test_a_lagging_cache_keeps_every_promise(lag: int) -> None:
             cache.nodes.step()
             cache.driver_pods.step()
         before = len(cluster.requests)
-        status = controller.reconcile().status
+        status = shown(controller.reconcile().status)
         passes += 1
         node_lists += sum(1 for r in cluster.requests[before:] if r.verb == "list" and r.path == "/api/v1/nodes")
         if status.get("phase") == "Done":
@@ -90,7 +91,7 @@ def test_a_node_an_admin_cordons_while_it_waits_stays_cordoned(cached: bool) -> 
             patch = {"spec": {"unschedulable": True}}
             cluster.store.patch(cluster.type("nodes"), None, victim, "application/merge-patch+json", patch)
             cordoned = True
-        status = controller.reconcile().status
+        status = shown(controller.reconcile().status)
         if status.get("phase") == "Done":
             break
         cluster.advance(1)
@@ -157,7 +158,7 @@ def test_a_replica_that_wins_the_lease_reads_fresh_before_it_acts() -> None:
     for _ in range(600):
         b.cache.nodes.step()  # type: ignore[union-attr]
         b.cache.driver_pods.step()  # type: ignore[union-attr]
-        status = b.reconcile().status
+        status = shown(b.reconcile().status)
         if status.get("phase") == "Done":
             break
         cluster.advance(1)

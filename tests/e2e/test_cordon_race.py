@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.shown import shown
 from upgrader.core.model.states import OUR_CORDON, STATE_LABEL, WAS_UNSCHEDULABLE, State
 
 from .conftest import Rollout
@@ -18,7 +19,7 @@ def _passes_until(r: Rollout, ctl: Any, done: Any, timeout: float = 90.0) -> dic
     deadline = r.now() + timeout
     status: dict[str, Any] = {}
     while r.now() < deadline:
-        status = ctl.reconcile().status
+        status = shown(ctl.reconcile().status)
         if done(status):
             return status
         r.cluster.advance(1)

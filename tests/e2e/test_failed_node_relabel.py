@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.shown import shown
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
 from upgrader.core.model.states import FAILED_AT, REQUESTED_ANNOTATION, STATE_LABEL, State
@@ -39,7 +40,7 @@ class Failed:
     def run(self, seconds: int) -> dict[str, Any]:
         status: dict[str, Any] = {}
         for _ in range(seconds):
-            status = self.controller.reconcile().status
+            status = shown(self.controller.reconcile().status)
             self.cluster.advance(1)
         return status
 

@@ -108,8 +108,8 @@ def test_turned_on_mid_rollout_it_halts_and_writes_nothing_on_the_nodes(
     for _ in range(20):  # 20 virtual seconds halted
         report = r.step_pass(ctl)
     status = report.status
-    assert status["phase"] == "Halted" and words in status["halt_reason"]
-    assert status["interlocks"] and words in status["interlocks"][0]
+    assert status is not None and status.phase == "Halted" and words in str(status.halt_reason)
+    assert status.interlocks and words in status.interlocks[0]
     node_writes = [q for q in r.cluster.requests[before:] if q.resource in ("nodes", "pods") and q.method != "GET"]
     assert node_writes == [], "no node or pod is written while another writer drives the drivers"
     gauges = {(m.name, tuple(s.labels.values())): s.value for m in families(status, 0.0) for s in m.samples}

@@ -63,9 +63,9 @@ def test_a_rollout_goes_on_with_seconds_of_latency_on_every_request() -> None:
     recorder = RolloutRecorder(cluster)
     started = cluster.store.clock.now()
     reports: list[PassReport] = []
-    while len(reports) < 300 and (not reports or reports[-1].status.get("phase") != "Done"):
+    while len(reports) < 300 and (not reports or getattr(reports[-1].status, "phase", None) != "Done"):
         reports += passes(cluster, controller, 1)
-    assert reports[-1].status.get("phase") == "Done", reports[-1].status.get("message")
+    assert getattr(reports[-1].status, "phase", None) == "Done", getattr(reports[-1].status, "message", None)
     assert states(cluster, info) == [State.DONE.value] * len(info.nodes)
     assert {r.result for r in reports} == {"ok"}, "every pass acted: none taken for not leading"
     moved = {r.node for r in recorder.records if r.state == State.DONE.value}

@@ -18,6 +18,8 @@ from tenacity import wait_none
 from upgrader.commands.cli import main
 from upgrader.controller.notifier import Notifier
 from upgrader.core.policy.notices import Notice, NoticeKind, Webhook
+from upgrader.core.report.document import RolloutStatus
+from upgrader.core.report.kinds import Phase
 
 from .test_rollout_object import SPEC, World
 
@@ -91,11 +93,14 @@ def test_a_rollout_tells_the_canary_the_promotion_and_the_end_once_each(
     assert slack[1]["text"] == "[driverrollout.gpu-upgrader.io/default] done: 6 of 6 nodes upgraded"
 
 
+HALTED = RolloutStatus(Phase.HALTED, "halted: gpu-a-01 blocked")
+
+
 def test_a_failing_receiver_is_retried_and_a_silent_one_holds_nothing_up() -> None:
     flaky = Receiver(fail=2)
     notifier = Notifier("rollout", wait=wait_none())
     notice = Notice(NoticeKind.HALTED, "halted: gpu-a-01 blocked")
-    notifier.tell([Webhook(url=flaky.url)], [notice], {"phase": "Halted"})
+    notifier.tell([Webhook(url=flaky.url)], [notice], HALTED)
     assert [b["text"] for _, b in flaky.wait_for(1)] == ["halted: gpu-a-01 blocked"]
     # The receiver has the body before the notifier's thread has read its answer and counted it.
     deadline = time.monotonic() + 5
@@ -104,7 +109,7 @@ def test_a_failing_receiver_is_retried_and_a_silent_one_holds_nothing_up() -> No
     assert (notifier.sent, notifier.failed) == (1, 0)
     slow = Receiver(delay=3.0)
     started = time.monotonic()
-    notifier.tell([Webhook(url=slow.url)] * 3, [notice], {"phase": "Halted"})
+    notifier.tell([Webhook(url=slow.url)] * 3, [notice], HALTED)
     assert time.monotonic() - started < 0.5, "the pass never waits on a receiver"
     notifier.close(timeout=0.1)
     flaky.server.shutdown()

@@ -48,15 +48,15 @@ def test_a_start_behind_a_spent_budget_gives_its_slot_to_a_node_outside_it() -> 
     started = {s.node for s in recorder.starts()}
     assert len(started) == 2 and len(started & set(covered)) == 1, started
     assert started - set(covered) == canary - set(covered), "the node the budget does not cover took the slot"
-    assert first.status["phase"] == "Running"
+    assert first.status.phase == "Running"
     waits = []
     for _ in range(900):
         cluster.advance(1)
         report = controller.reconcile()
-        waits.append((report.status.get("waiting_on") or {}).get("reason"))
-        if report.status.get("phase") == "Done":
+        waits.append(getattr(report.status.waiting_on if report.status else None, "reason", None))
+        if getattr(report.status, "phase", None) == "Done":
             break
-    assert report.status["phase"] == "Done", report.status.get("message")
+    assert report.status.phase == "Done", getattr(report.status, "message", None)
     assert "pdb-capacity" in waits, "the wait named the budget when only nodes behind it were left"
     assert set(recorder.final_states().values()) == {State.DONE.value}
     assert recorder.check(policy, domain_of, "us-east-1a") == []

@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 
+from tests.shown import shown
 from upgrader.controller.loop import Controller
 from upgrader.controller.preflight_source import PreflightFlags, PreflightSource, read_files
 from upgrader.controller.rollout_metrics import families
 from upgrader.controller.settings import Settings
 from upgrader.core.model.states import HELD_KIND, HELD_REASON, STATE_LABEL, State
 from upgrader.core.policy.policy import policy_from_mapping
+from upgrader.core.report.document import read_status
 from upgrader.inputs import ConfigError
 from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
@@ -55,7 +57,7 @@ def world(
 def run(cluster: EmulatedCluster, controller: Controller, seconds: float) -> dict[str, Any]:
     status: dict[str, Any] = {}
     for _ in range(int(seconds)):
-        status = controller.reconcile().status
+        status = shown(controller.reconcile().status)
         cluster.advance(1.0)
     return status
 
@@ -121,7 +123,9 @@ def test_a_node_whose_image_is_missing_is_held_with_its_workloads_while_the_othe
     assert status["waiting_on"]["reason"] in ("previous-domain", "preflight-hold")
     assert "gpu-a-02" in status["message"] and "runbooks/missing-driver-image.md" in status["message"]
     assert state(cluster, "gpu-b-01") == State.UPGRADE_REQUIRED.value, "the domain order holds"
-    gauges = {(m.name, tuple(s.labels.values())): s.value for m in families(status, 0.0) for s in m.samples}
+    read = read_status(status)  # the gauges of the status as stored, read back
+    assert read is not None
+    gauges = {(m.name, tuple(s.labels.values())): s.value for m in families(read, 0.0) for s in m.samples}
     assert gauges[("upgrader_held_nodes", ("missing_driver_image",))] == 1
     assert gauges[("upgrader_node_blocked_info", (node, "upgrade-required", "missing_driver_image"))] == 1
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.shown import shown
 from upgrader.controller.loop import Controller, PassReport
 from upgrader.controller.runner import start_watches
 from upgrader.controller.settings import load_policy
@@ -92,15 +93,15 @@ def run_until(
     try:
         while time.monotonic() < deadline:
             time.sleep(0.05)
-            reports = [p for p in r.reports[seen:] if p.status]
+            reports = [p for p in r.reports[seen:] if p.status is not None]
             held = 0
             for report in reversed(reports):
-                if not done(report.status):
+                if not done(shown(report.status)):
                     break
                 held += 1
             if held >= passes:
                 return reports[-held:]
-        last = r.reports[-1].status.get("message") if r.reports else None
+        last = shown(r.reports[-1].status).get("message") if r.reports else None
         raise AssertionError(f"not reached in {timeout}s; last status message: {last}")
     finally:
         stop.set()
@@ -137,7 +138,7 @@ def test_the_readme_kubectl_section_then_a_rollout_that_says_what_it_waits_on(
     assert [n for n in r.info.nodes if r.node(n)["spec"].get("unschedulable")] == ["gpu-a-01", "gpu-c-01"]
 
     # 2. `upgrader run` with that policy: halted at gpu-a-01 on the budget the drain already met.
-    halted = run_until(r, r.controller(), lambda s: s["phase"] == "Halted")[-1].status
+    halted = shown(run_until(r, r.controller(), lambda s: s["phase"] == "Halted")[-1].status)
     assert "PodDisruptionBudget ml-training/critical-finetune" in halted["message"]
     assert halted["waiting_on"] is None
 
@@ -147,7 +148,7 @@ def test_the_readme_kubectl_section_then_a_rollout_that_says_what_it_waits_on(
              "-p", '{"spec":{"minAvailable":0}}']
     assert run_kubectl(relax, r.kubeconfig, tmp_path).returncode == 0
     held = run_until(r, r.controller(), lambda s: s["message"].startswith("maxUnavailable"), passes=HELD_PASSES)
-    status = held[-1].status
+    status = shown(held[-1].status)
     assert status["message"] == WAIT
     assert status["waiting_on"] == {
         "reason": "max-unavailable",
@@ -177,7 +178,7 @@ def test_the_readme_kubectl_section_then_a_rollout_that_says_what_it_waits_on(
 
     # One log line, though every pass of the HELD_PASSES decided the same.
     assert len(said(caplog, WAIT)) == 1
-    assert all(p.status["message"] == WAIT for p in held)
+    assert all(p.status.message == WAIT for p in held)
 
     # A restarted controller says it once in its own log, and sends no second Event.
     run_until(r, r.controller(), lambda s: s["message"] == WAIT, passes=HELD_PASSES)
@@ -189,7 +190,7 @@ def test_the_readme_kubectl_section_then_a_rollout_that_says_what_it_waits_on(
     before = len(r.cluster.requests)
     for name in ("gpu-a-01", "gpu-c-01"):
         assert run_kubectl(["kubectl", "uncordon", name], r.kubeconfig, tmp_path).returncode == 0
-    final = run_until(r, r.controller(), lambda s: s["phase"] == "Done", timeout=120)[-1].status
+    final = shown(run_until(r, r.controller(), lambda s: s["phase"] == "Done", timeout=120)[-1].status)
     assert final["message"] == "done: 6 of 6 nodes upgraded" and final["waiting_on"] is None
     for name in r.info.nodes:
         node = r.node(name)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.registry_tools import RealRegistry, TokenService
+from tests.shown import shown
 from upgrader.controller.loop import Controller
 from upgrader.controller.preflight_source import PreflightSource
 from upgrader.controller.registry import Registry, docker_credentials, split_reference
@@ -158,7 +159,7 @@ def test_the_missing_image_scenario_with_the_registry_check_holds_the_node(regis
     ctl = Controller(api, policy, Settings(identity="virtual"), clock, None, PreflightSource(api, policy, clock))
     status: dict[str, Any] = {}
     for _ in range(120):
-        status = ctl.reconcile().status
+        status = shown(ctl.reconcile().status)
         cluster.advance(1.0)
     node = info.missing_image_node
     labels = {n: cluster.get("nodes", n)["metadata"]["labels"][STATE_LABEL] for n in info.domains["us-east-1a"]}

@@ -36,11 +36,11 @@ def test_two_pods_of_one_budget_on_a_node_wait_for_each_other_and_never_halt() -
     phases = set()
     for _ in range(900):
         report = controller.reconcile()
-        phases.add(report.status["phase"])
-        if report.status["phase"] == "Done":
+        phases.add(report.status.phase)
+        if report.status.phase == "Done":
             break
         cluster.advance(1)
-    assert report.status["phase"] == "Done", report.status.get("message")
+    assert report.status.phase == "Done", getattr(report.status, "message", None)
     assert "Halted" not in phases
     evictions = [r for r in cluster.requests if r.subresource == "eviction" and r.name.startswith("serve-")]
     assert [r.status for r in evictions if r.status == 429] == [], "no eviction the budget could not allow was sent"

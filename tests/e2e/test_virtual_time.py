@@ -6,6 +6,7 @@ import copy
 import itertools
 from typing import Any
 
+from tests.shown import shown
 from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
 from upgrader.core.model.states import BLOCKED_SINCE, FAILED_AT, FAILED_REASON, STATE_LABEL, State
@@ -29,7 +30,7 @@ def virtual(scenario: str, policy: dict[str, Any]) -> tuple[EmulatedCluster, Con
 def run(cluster: EmulatedCluster, controller: Controller, seconds: float, step: float = 1.0) -> dict[str, Any]:
     status: dict[str, Any] = {}
     for _ in range(int(seconds / step)):
-        status = controller.reconcile().status
+        status = shown(controller.reconcile().status)
         cluster.advance(step)
     return status
 

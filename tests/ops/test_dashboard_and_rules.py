@@ -10,6 +10,8 @@ import pytest
 import yaml
 
 from upgrader.controller.metrics import Metrics
+from upgrader.core.report.document import RolloutStatus
+from upgrader.core.report.kinds import Phase
 
 from .promql import exported_names, metric_names
 
@@ -21,7 +23,7 @@ RULES = ROOT / "deploy" / "prometheusrule.yaml"
 def _leader() -> Metrics:
     """A replica that leads and has computed a status: it exports every series, rollout gauges included."""
     metrics = Metrics()
-    metrics.rollout.update({"phase": "Running"})
+    metrics.rollout.update(RolloutStatus(Phase.RUNNING, "rolling"))
     return metrics
 
 

@@ -16,6 +16,9 @@ from upgrader.controller.runner import build_controller
 from upgrader.controller.settings import Settings
 from upgrader.core.model.actions import Event
 from upgrader.core.policy.policy import Policy
+from upgrader.core.report.document import RolloutStatus
+from upgrader.core.report.entries import NodeBlocked
+from upgrader.core.report.kinds import Phase
 from upgrader.core.rollout.status import phase_events
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
@@ -37,7 +40,8 @@ def halted(tmp_path: Path) -> Iterator[tuple[EmulatedCluster, Controller, str]]:
 def passes(controller: Controller, n: int, until: str | None = None) -> str:
     phase = ""
     for _ in range(n):
-        phase = controller.reconcile().status.get("phase", phase)
+        status = controller.reconcile().status
+        phase = status.phase.value if status is not None else phase
         if phase == until:
             break
     return phase
@@ -69,10 +73,10 @@ def test_resume_alone_over_a_halt_does_not_say_it_again(halted: Any) -> None:
     assert halted_events(cluster) == [("gpu-a-01", 1)]
 
 
-def _status(phase: str, halt: str | None, culprit: str = "gpu-a-01") -> dict[str, Any]:
-    blocked = [{"node": culprit}] if halt else []
+def _status(phase: str, halt: str | None, culprit: str = "gpu-a-01") -> RolloutStatus:
+    blocked = (NodeBlocked(culprit, "pod-deletion-required", "pdb", str(halt), "", ""),) if halt else ()
     message = {"Halted": f"halted: {halt}", "Paused": "paused by an operator"}.get(phase, "rolling")
-    return {"phase": phase, "halt_reason": halt, "message": message, "blocked": blocked, "failed": []}
+    return RolloutStatus(Phase(phase), message, halt, blocked=blocked)
 
 
 @pytest.mark.parametrize(
@@ -83,14 +87,14 @@ def _status(phase: str, halt: str | None, culprit: str = "gpu-a-01") -> dict[str
         (_status("Paused", "a blocked"), _status("Halted", "a blocked"), False),  # resumed over the same halt
         (_status("Paused", "a blocked"), _status("Halted", "b failed", "gpu-b-01"), True),  # another halt
         (_status("Paused", None), _status("Halted", "a blocked"), True),  # halted as the pause ended
-        ({}, _status("Halted", "a blocked"), True),  # the first status written
+        (None, _status("Halted", "a blocked"), True),  # the first status written
     ],
 )
-def test_phase_events_say_each_halt_once(previous: dict[str, Any], now: dict[str, Any], said: bool) -> None:
+def test_phase_events_say_each_halt_once(previous: RolloutStatus | None, now: RolloutStatus, said: bool) -> None:
     events = phase_events(previous, now)
     assert bool(events) is said
     if said:
         (event,) = events
         assert isinstance(event, Event)
-        expected = (now["blocked"][0]["node"], "Warning", f"rollout {now['message']}")
+        expected = (now.blocked[0].node, "Warning", f"rollout {now.message}")
         assert (event.node, event.type, event.message) == expected

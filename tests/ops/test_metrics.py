@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from dataclasses import replace
 
 from prometheus_client.parser import text_string_to_metric_families
 from transitions import MachineError
@@ -13,26 +13,40 @@ from upgrader.controller.metrics import OUTCOMES, PASS_RESULTS, VERBS, Metrics, 
 from upgrader.controller.rollout_metrics import GAUGES, RolloutCollector
 from upgrader.core.model.states import STATE_COUNT_KEYS, UNLABELLED, State
 from upgrader.core.node.machine import FLAGS, TRIGGERS, fire
+from upgrader.core.report.document import PoolStatus, RolloutStatus
+from upgrader.core.report.entries import (
+    DomainCount,
+    Eta,
+    GateReport,
+    NodeBlocked,
+    NodeInProgress,
+    Target,
+    WaitingOn,
+    WindowReport,
+)
+from upgrader.core.report.kinds import Phase, WaitReason
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
-STATUS: dict[str, Any] = {
-    "phase": "Halted",
-    "nodes_by_state": {"upgrade-done": 2, "pod-deletion-required": 1, "upgrade-required": 3},
-    "blocked": [{"node": "gpu-a-01", "state": "pod-deletion-required", "kind": "pdb"}],
-    "failed": [],
-    "domains": [{"name": "zone-a", "by_state": {"upgrade-done": 2, "pod-deletion-required": 1}}],
-    "in_progress": [{"node": "gpu-a-01", "state": "pod-deletion-required", "since": "2026-11-30T10:00:00Z"}],
-    "current_domain": "zone-a",
-    "next_domain": "zone-b",
-    "targets": [{"daemonset": "gpu-operator/nvidia-driver", "driver_version": "550.90.07", "revision": "7d9c"}],
-    "pools": [
-        {"name": "training", "phase": "Halted", "nodes_by_state": {"upgrade-done": 2, "pod-deletion-required": 1},
-         "current_domain": "zone-a", "next_domain": "zone-b", "waiting_on": None, "eta": None},
-        {"name": "inference", "phase": "Running", "nodes_by_state": {"upgrade-required": 3},
-         "current_domain": "zone-b", "next_domain": None, "waiting_on": {"reason": "awaiting-promotion"},
-         "eta": {"at": "2026-11-30T11:00:00Z"}},
-    ],
-}
+DONE_TWO = {"upgrade-done": 2, "pod-deletion-required": 1}
+STATUS = RolloutStatus(
+    Phase.HALTED,
+    "halted: gpu-a-01 blocked in pod-deletion-required",
+    nodes_by_state={"upgrade-done": 2, "pod-deletion-required": 1, "upgrade-required": 3},
+    blocked=(NodeBlocked("gpu-a-01", "pod-deletion-required", "pdb", "", "", "runbooks/pdb-blocked-eviction.md"),),
+    domains=(DomainCount("zone-a", True, 3, 2, 1, 0, DONE_TWO),),
+    in_progress=(NodeInProgress("gpu-a-01", "pod-deletion-required", "2026-11-30T10:00:00Z"),),
+    current_domain="zone-a",
+    next_domain="zone-b",
+    targets=(Target("gpu-operator/nvidia-driver", "550.90.07", "7d9c"),),
+    pools=(
+        PoolStatus("training", "nodeSelector pool=training", Phase.HALTED, "halted", nodes_by_state=DONE_TWO,
+                   current_domain="zone-a", next_domain="zone-b"),
+        PoolStatus("inference", "nodeSelector pool=inference", Phase.RUNNING, "awaiting promotion",
+                   nodes_by_state={"upgrade-required": 3}, current_domain="zone-b",
+                   waiting_on=WaitingOn(WaitReason.AWAITING_PROMOTION, "zone-b", (), 0),
+                   eta=Eta("2026-11-30T11:00:00Z", 600, 2, 3)),
+    ),
+)
 
 
 def scrape(metrics: Metrics) -> Samples:
@@ -101,7 +115,7 @@ def test_a_pass_without_the_lease_forgets_the_view_so_a_new_term_starts_from_its
     metrics.rollout.update(STATUS)
     metrics.observe_pass("not_leader", 0.01, leader=False)
     assert rollout_names(scrape(metrics)) == set(), "leading again, but no status of this term yet"
-    metrics.rollout.update({**STATUS, "phase": "Done", "blocked": []})
+    metrics.rollout.update(replace(STATUS, phase=Phase.DONE, blocked=()))
     samples = scrape(metrics)
     assert [labels["phase"] for labels, v in samples["upgrader_rollout_phase"] if v == 1] == ["Done"]
     assert "upgrader_node_blocked_info" not in samples
@@ -157,21 +171,21 @@ def test_a_first_labelling_is_counted_without_a_time_in_state() -> None:
     assert sum(v for _, v in samples["upgrader_state_duration_seconds_count"]) == 0
 
 
-def window_samples(window: dict[str, Any] | None) -> dict[str, float]:
+def window_samples(window: WindowReport | None) -> dict[str, float]:
     metrics = Metrics(leading=lambda: True)
-    metrics.rollout.update({**STATUS, "phase": "Running", "maintenance_window": window})
+    metrics.rollout.update(replace(STATUS, phase=Phase.RUNNING, maintenance_window=window))
     samples = scrape(metrics)
     return {name: samples[name][0][1] for name in samples if name.startswith("upgrader_maintenance_window_")}
 
 
 def test_the_maintenance_window_gauges_say_open_or_when_the_next_opens() -> None:
-    closed = {"open": False, "window": "nightly", "closes_at": None, "next_open": "2026-11-30T22:00:00Z"}
+    closed = WindowReport(False, "nightly", closes_at=None, next_open="2026-11-30T22:00:00Z")
     assert window_samples(closed) == {
         "upgrader_maintenance_window_open": 0.0,
         "upgrader_maintenance_window_next_open_timestamp_seconds": 1_796_076_000.0,
         "upgrader_maintenance_window_closes_timestamp_seconds": 0.0,
     }
-    opened = {"open": True, "window": "nightly", "closes_at": "2026-11-30T22:00:00Z", "next_open": None}
+    opened = WindowReport(True, "nightly", closes_at="2026-11-30T22:00:00Z", next_open=None)
     assert window_samples(opened) == {
         "upgrader_maintenance_window_open": 1.0,
         "upgrader_maintenance_window_next_open_timestamp_seconds": 0.0,
@@ -187,9 +201,9 @@ def test_without_maintenance_windows_the_gauge_says_always_open() -> None:
     }
 
 
-def gate_samples(gate: dict[str, Any] | None) -> dict[str, float]:
+def gate_samples(gate: GateReport | None) -> dict[str, float]:
     metrics = Metrics(leading=lambda: True)
-    metrics.rollout.update({**STATUS, "phase": "Running", "alert_gate": gate})
+    metrics.rollout.update(replace(STATUS, phase=Phase.RUNNING, alert_gate=gate))
     samples = scrape(metrics)
     return {name: samples[name][0][1] for name in samples if name.startswith("upgrader_alert_gate_")}
 
@@ -197,12 +211,12 @@ def gate_samples(gate: dict[str, Any] | None) -> dict[str, float]:
 def test_the_alert_gate_gauges_say_open_and_how_many_matching_alerts_fire() -> None:
     url = "http://prometheus.monitoring:9090"
     firing = ['GPUServingSLOBurn{severity="critical"} since 2026-11-30T21:58:00Z', "NodeDiskFull"]
-    assert gate_samples({"open": False, "prometheus": url, "firing": firing, "error": None}) == {
+    assert gate_samples(GateReport(False, url, tuple(firing), None)) == {
         "upgrader_alert_gate_open": 0.0, "upgrader_alert_gate_firing_alerts": 2.0,
     }
-    down = {"open": False, "prometheus": url, "firing": [], "error": "unreachable: Connection refused"}
+    down = GateReport(False, url, (), "unreachable: Connection refused")
     assert gate_samples(down) == {"upgrader_alert_gate_open": 0.0, "upgrader_alert_gate_firing_alerts": 0.0}
-    quiet = {"open": True, "prometheus": url, "firing": [], "error": None}
+    quiet = GateReport(True, url, (), None)
     assert gate_samples(quiet) == {"upgrader_alert_gate_open": 1.0, "upgrader_alert_gate_firing_alerts": 0.0}
 
 

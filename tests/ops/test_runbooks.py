@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from upgrader.core.model.kinds import RUNBOOKS, BlockKind, FailureKind, HoldKind, Kind, Phase, WaitReason, block_runbook
+from upgrader.core.report.kinds import (
+    RUNBOOKS,
+    BlockKind,
+    FailureKind,
+    HoldKind,
+    Kind,
+    Phase,
+    WaitReason,
+    block_runbook,
+)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 RUNBOOK_DIR = ROOT / "runbooks"

@@ -55,7 +55,7 @@ class Served:
         server_clock_of(client).local = lambda: time.time() + skew
         ctl = build_controller(client, Policy(), settings, leader_election)
         for _ in range(20):  # the scenario's PDB halts the canary within a few passes
-            if ctl.reconcile().status.get("phase") == "Halted":
+            if getattr(ctl.reconcile().status, "phase", None) == "Halted":
                 break
         return ctl
 
@@ -251,10 +251,10 @@ def test_pause_and_resume_change_a_running_controllers_status(
     ctl = served.controller()
     assert cli(capsys, "pause", "--kubeconfig", served.kubeconfig, "-n", "gpu-operator") == (
         0, f"paused: no new node starts (configmap gpu-operator/{CONTROL})\n", "")
-    assert ctl.reconcile().status["phase"] == "Paused"
+    assert ctl.reconcile().status.phase == "Paused"
     code, out, _ = cli(capsys, "resume", "--kubeconfig", served.kubeconfig, "-n", "gpu-operator")
     assert (code, out) == (0, "resumed: new nodes may start; failures are not acknowledged by resume\n")
-    assert ctl.reconcile().status["phase"] == "Halted"
+    assert ctl.reconcile().status.phase == "Halted"
 
 
 # ----- which namespace ----------------------------------------------------------------------------

@@ -12,7 +12,6 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
 
 from upgrader.core.model.states import (
     BLOCKED_KIND,
@@ -27,6 +26,7 @@ from upgrader.core.model.states import (
 )
 from upgrader.core.model.timefmt import parse_or_none
 from upgrader.core.policy.policy import OnNodeFailure, Policy
+from upgrader.core.report.document import to_dict
 from upgrader.sim.proving.recording import domain_order
 
 from .world import PassResult, World
@@ -215,8 +215,8 @@ def check_pass(world: World, policy: Policy, result: PassResult) -> list[str]:
     folded in, which is the world as the pass leaves it)."""
     bad = []
     managed = world.managed()
-    status: dict[str, Any] = result.status
-    for phase in (result.before["phase"], status["phase"]):
+    status = to_dict(result.status)  # as the cluster stores it: what people and scripts read
+    for phase in (result.before.phase, status["phase"]):
         if phase in ("Halted", "Paused") and result.starts:
             bad.append(f"phase {phase} but the pass started {result.starts}")
     by_state = status["nodes_by_state"]

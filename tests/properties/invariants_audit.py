@@ -170,7 +170,7 @@ class Audit:
         if busy_elsewhere:
             self._bad(world, f"{node.name} (domain {node.zone}) started while {busy_elsewhere} of other domains run")
         busy = any(n.state in IN_PROGRESS for n in members[node.zone] if n is not node)
-        last = world.previous_status.get("current_domain")
+        last = world.previous_status.current_domain if world.previous_status is not None else None
         if last in sequence and last != node.zone and unfinished(last):
             self._bad(world, f"{node.name} (domain {node.zone}) started before domain {last} finished")
         if not (last == node.zone and unfinished(node.zone)):  # else it stays on its domain

@@ -22,9 +22,9 @@ from .world_objects import NEWER_HASH, FleetSpec, NodeSpec
 def test_status_counts_every_managed_node_by_state_when_auto_upgrade_is_off() -> None:
     world = World(FleetSpec((NodeSpec(zone="a"), NodeSpec(zone="a", current=True))))
     status = controller_pass(world, policy_from_mapping({"autoUpgrade": False})).status
-    assert status["phase"] == "Paused"
-    assert sum(status["nodes_by_state"].values()) == status["nodes_total"] == 2
-    assert status["nodes_by_state"][UNLABELLED] == 2
+    assert status.phase == "Paused"
+    assert sum(status.nodes_by_state.values()) == status.nodes_total == 2
+    assert status.nodes_by_state[UNLABELLED] == 2
 
 
 def test_newer_driver_during_validation_restarts_the_driver() -> None:

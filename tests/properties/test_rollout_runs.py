@@ -53,7 +53,7 @@ def test_rollout_without_blockers_ends_with_every_node_done(
         result = controller_pass(world, policy)
         broken = open_violations(audit.violations + check_pass(world, policy, result) + check_state(world, policy))
         assert not broken, "\n".join(broken)
-        if result.status["phase"] == "Done" and number > released:  # a pass that saw the release
+        if result.status.phase == "Done" and number > released:  # a pass that saw the release
             break
         settle(world)
         world.advance(interval)

@@ -39,6 +39,7 @@ from typing import Any
 from upgrader.core.model.actions import Action, Event, Evict, Outcome, Result
 from upgrader.core.model.states import REQUESTED_ANNOTATION, SKIP_LABEL
 from upgrader.core.policy.policy import Policy
+from upgrader.core.report.document import RolloutStatus
 from upgrader.core.rollout.reconcile import reconcile
 
 from .world_actors import WorldActors
@@ -81,7 +82,7 @@ class World(WorldActors):
         self.budgets: dict[str, Budget] = {}
         self.paused = False
         self.acknowledged: dict[str, str] = {}  # node -> its failed-at, as `upgrader acknowledge` names it
-        self.previous_status: dict[str, Any] = {}
+        self.previous_status: RolloutStatus | None = None
         self.events: list[Event] = []
         self.statuses: list[dict[str, Any]] = []
         self.revisions = [OLD_HASH, NEW_HASH]  # the driver DaemonSet's ControllerRevisions, newest last

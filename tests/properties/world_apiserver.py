@@ -4,6 +4,7 @@ Eviction subresource against PodDisruptionBudgets, graceful deletion) and what a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from upgrader.core.model.actions import (
@@ -18,6 +19,7 @@ from upgrader.core.model.actions import (
     WriteStatus,
 )
 from upgrader.core.model.states import IN_PROGRESS, STATE_LABEL, State
+from upgrader.core.report.document import read_status, to_dict
 
 from .world_objects import CUDA_LABELS, DRIVER, GPUS, VALIDATOR, WNode, WPod
 from .world_state import WorldState
@@ -106,8 +108,10 @@ class WorldApiServer(WorldState):
         elif isinstance(action, Event):
             self.events.append(action)
         elif isinstance(action, WriteStatus):
-            self.previous_status = dict(action.status)
-            self.statuses.append(dict(action.status))
+            stored = to_dict(action.status)  # as the controller stores it, and reads it back next pass
+            self.previous_status = read_status(json.loads(json.dumps(stored)))
+            assert self.previous_status == action.status, "the status read back is not the one written"
+            self.statuses.append(stored)
 
     def _terminate(self, pod: WPod) -> None:
         if pod.terminal:

@@ -12,6 +12,7 @@ from upgrader.core.model.selectors import parse_label_selector
 from upgrader.core.model.states import IN_PROGRESS
 from upgrader.core.model.views import HASH_LABEL, Control, DriverSet, NodeView, PdbView, PodView, Snapshot
 from upgrader.core.node.steps import NEEDS_PODS
+from upgrader.core.report.document import RolloutStatus
 
 from .world_objects import (
     DRIVER,
@@ -42,7 +43,7 @@ class WorldState:
     budgets: dict[str, Budget]
     paused: bool
     acknowledged: dict[str, str]
-    previous_status: dict[str, Any]
+    previous_status: RolloutStatus | None
     events: list[Event]
     statuses: list[dict[str, Any]]
     revisions: list[str]
@@ -103,7 +104,7 @@ class WorldState:
     # ----- reading ----------------------------------------------------------------------------------
 
     def last_status_message(self) -> str:
-        return str(self.previous_status.get("message", "(no status written)"))
+        return self.previous_status.message if self.previous_status is not None else "(no status written)"
 
     def pods_on(self, node: str) -> list[WPod]:
         return [p for p in self.pods.values() if p.node == node]
@@ -209,6 +210,6 @@ class WorldState:
         control = Control(
             paused=self.paused,
             acknowledged=dict(self.acknowledged),
-            previous=dict(self.previous_status),
+            previous=self.previous_status,
         )
         return Snapshot(nodes, driver_pods, node_pods, pdbs, [driver_set], control)

@@ -57,7 +57,7 @@ class Fleet:
         self.catch_up()
         before = len(self.cluster.requests)
         report = self.controller.reconcile()
-        assert report.error is None and report.status["phase"] == "Paused"
+        assert report.error is None and report.status.phase == "Paused"
         return self.cluster.requests[before:]
 
     def put_in_progress(self, count: int, state: str = "pod-deletion-required") -> None:
@@ -134,7 +134,7 @@ def test_under_capacity_wait_the_first_start_judged_lists_every_pod_once() -> No
     fleet.cluster.store.delete(fleet.cluster.type("configmaps"), "gpu-operator", "gpu-driver-upgrade-status")
     before = len(fleet.cluster.requests)
     report = fleet.controller.reconcile()  # no longer paused: it judges starts against the room
-    assert report.error is None and report.status["phase"] == "Running"
+    assert report.error is None and report.status.phase == "Running"
     assert every_pod_listed(fleet.cluster.requests[before:]) == 1
 
 
@@ -151,7 +151,7 @@ def test_under_capacity_wait_with_the_copy_no_pass_lists_every_pod_and_the_start
             cache.gpu_pods.step()
         before = len(fleet.cluster.requests)
         report = fleet.controller.reconcile()
-        assert report.error is None and report.status["phase"] == "Running"
+        assert report.error is None and report.status.phase == "Running"
         listed[cached] = every_pod_listed(fleet.cluster.requests[before:])
         moves = [o.action for o in report.outcomes if o.ok and isinstance(o.action, Transition)]
         started[cached] = sorted((a.node, a.target.value) for a in moves)

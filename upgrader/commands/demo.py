@@ -20,6 +20,7 @@ from upgrader.controller.loop import PassReport
 from upgrader.controller.runner import build_controller, check_policy_against_cluster, make_cache, start_watches
 from upgrader.controller.settings import Settings
 from upgrader.core.policy.policy import Policy, policy_from_mapping
+from upgrader.core.report.document import to_dict
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.builders import NEW_DRIVER, OLD_DRIVER, OPERATOR_NS
 from upgrader.sim.fleets.scenarios import LEDGER_CONFIGMAP, ScenarioInfo, build
@@ -49,9 +50,10 @@ class _Latest:
         self.status: dict[str, Any] = {}
 
     def update(self, report: PassReport) -> None:
-        if report.status:
+        if report.status is not None:
+            shown = to_dict(report.status)  # the display reads what `upgrader status -o json` prints
             with self.lock:
-                self.status = report.status
+                self.status = shown
 
     def get(self) -> dict[str, Any]:
         with self.lock:

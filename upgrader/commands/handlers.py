@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from upgrader.controller.settings import Settings, load_policy, load_settings
 from upgrader.core.model.input_errors import printable
+from upgrader.core.report.document import to_dict
 from upgrader.inputs import LEDGER_MAX_BYTES, MIB, PROFILES_MAX_BYTES, ConfigError, collector_paused, read_bounded
 
 if TYPE_CHECKING:
@@ -165,8 +166,8 @@ def _one_pass(controller: Controller, api: KubeApi, settings: Settings, policy_p
         return f" could not act: {intent.problem}"
     if not report.leader and controller.elector is not None:
         return f" could not act: {_not_leading(api, controller.elector.path, settings)}"
-    if report.status:
-        print(json.dumps(report.status, indent=2, sort_keys=True))
+    if report.status is not None:
+        print(json.dumps(to_dict(report.status), indent=2, sort_keys=True))
     failed = [o for o in report.outcomes if o.result is Result.ERROR]
     if failed:  # the pass ran; some of its writes did not go through
         first = failed[0]

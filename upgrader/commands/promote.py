@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from upgrader.commands.control import _settings, _spec, _write
 from upgrader.commands.status import Refused, _given, _guarded, find_rollout, read_status, rollout_report
-from upgrader.core.model.kinds import WaitReason
+from upgrader.core.report.kinds import WaitReason
 
 if TYPE_CHECKING:
     from upgrader.kube.api import KubeApi

@@ -32,6 +32,7 @@ from upgrader.core.policy.rollout_object import (
     read_intent,
     settled,
 )
+from upgrader.core.report.document import read_status
 from upgrader.inputs import ConfigError
 from upgrader.kube.api import KubeApi
 from upgrader.kube.rollout_object import read_rollout, write_rollout_status
@@ -135,7 +136,7 @@ class RolloutIntent:
     def control(self) -> Control:
         """The pass's intent: spec's pause and acknowledgements, with what the legacy ConfigMap carries over."""
         intent = self.intent or read_intent(self.name, self.obj)
-        previous = (self.obj.get("status") or {}).get("report") or {}
+        previous = read_status((self.obj.get("status") or {}).get("report"))
         legacy = self.legacy or Control()
         kept = None
         if legacy.paused and not intent.paused:
@@ -146,7 +147,7 @@ class RolloutIntent:
             paused=intent.paused or legacy.paused,
             acknowledged={**legacy.acknowledged, **intent.acknowledged},
             promoted={**legacy.promoted, **intent.promoted},
-            previous=previous if isinstance(previous, Mapping) else {},
+            previous=previous,
             kept=kept,
         )
 

@@ -7,9 +7,8 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from upgrader.controller.alert_source import PrometheusAlerts
 from upgrader.controller.intent import RolloutIntent
@@ -21,6 +20,8 @@ from upgrader.core.model.timefmt import rfc3339
 from upgrader.core.node.facts import FactsCarry
 from upgrader.core.policy.notices import notices, staged_canary
 from upgrader.core.policy.policy import OnInsufficientCapacity, Policy
+from upgrader.core.report.document import RolloutStatus, to_dict
+from upgrader.core.report.entries import WaitingOn
 from upgrader.core.rollout.node_events import waiting_line
 from upgrader.core.rollout.reconcile import reconcile
 from upgrader.kube.api import ApiError, KubeApi
@@ -40,7 +41,7 @@ class PassReport:
     """What one pass did: for the demo's progress display, tests and metrics."""
 
     acted: bool
-    status: dict[str, Any] = field(default_factory=dict)
+    status: RolloutStatus | None = None  # None: no status judged (no valid spec ever, or the pass failed)
     outcomes: list[Outcome] = field(default_factory=list)
     error: str | None = None
     transitions: list[tuple[str, str, float | None]] = field(default_factory=list)  # from, to, seconds in from
@@ -168,7 +169,7 @@ class Controller:
         self.fresh_reads = True
         self.events = EventRecorder(api, settings)  # counts repeated Events across passes
         # What the rollout waited on when this process last said so: logged once per change, not every pass.
-        self.last_waiting: Any = None
+        self.last_waiting: WaitingOn | None = None
         # How `run` waits (tests put a virtual clock here) and draws its backoff's jitter.
         self.wait: Callable[[threading.Event, float], bool] = lambda event, seconds: event.wait(seconds)
         self.rng = random.Random()
@@ -229,18 +230,18 @@ class Controller:
     def _say_waiting(self, report: PassReport) -> None:
         """Log what no node starting waits on, when it changed. The pass's Event says it in the log
         already when the cluster's last status had another wait; a restarted process says it itself."""
-        if not report.acted or not report.status:
+        if not report.acted or report.status is None:
             return
-        waiting = report.status.get("waiting_on")
+        waiting = report.status.waiting_on
         if waiting == self.last_waiting:
             return
         self.last_waiting = waiting
         if waiting is None:
             return
-        line = waiting_line(str(report.status.get("message", "")))
+        line = waiting_line(report.status.message)
         if any(isinstance(o.action, Event) and o.ok and o.action.message == line for o in report.outcomes):
             return
-        (log.warning if waiting.get("runbook") else log.info)(line)
+        (log.warning if waiting.runbook else log.info)(line)
 
     def _pass(self) -> PassReport:
         now, cache, intent = self.clock(), self.cache, self.intent
@@ -270,7 +271,7 @@ class Controller:
             self._notify(snapshot.control.previous, result.status)
         if intent is not None and writer.may_write():
             try:
-                intent.write(result.status)
+                intent.write(to_dict(result.status))
             except ApiError as exc:
                 writer.errors.append(f"status of {intent.label}: {exc}")
         if self.freeze_heap and cache is not None and cache.synced:
@@ -286,14 +287,13 @@ class Controller:
             error="; ".join(writer.errors) or None,  # a denied or failed write counts as a failed pass
         )
 
-    def _notify(self, previous: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+    def _notify(self, previous: RolloutStatus | None, status: RolloutStatus) -> None:
         """Hand the pass's notices to the notifier (started with the first): never waits on a receiver."""
         hooks = self.policy.notifications.webhooks
         if not hooks:
             return
         pools = {p.name: p for p in self.policy.pools}
-        staged = {str(e.get("name")): staged_canary(self.policy.for_pool(pools.get(str(e.get("name")))), e)
-                  for e in status.get("pools") or ()}
+        staged = {e.name: staged_canary(self.policy.for_pool(pools.get(e.name)), e) for e in status.pools or ()}
         found = notices(previous, status, staged_canary(self.policy, status), staged)
         if not found:
             return
@@ -308,7 +308,7 @@ class Controller:
         writer = _Writer(self, Applier(self.api, self.settings, {}, self.clock()))
         if writer.may_write():
             intent.write(report)
-        return PassReport(acted=not writer.closed, status=report, error=intent.problem)
+        return PassReport(acted=not writer.closed, error=intent.problem)
 
     def run(self, stop: threading.Event, wake: threading.Event | None = None) -> None:
         """Reconcile until `stop` is set: on `wake` (watch events) or every requeue interval; after a

@@ -10,7 +10,7 @@ import logging
 import queue
 import threading
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 from tenacity import Retrying, stop_after_attempt, wait_exponential
 
 from upgrader.core.policy.notices import Notice, Webhook
+from upgrader.core.report.document import RolloutStatus
 
 log = logging.getLogger("upgrader.notify")
 QUEUED = 1000  # notices waiting to be sent, at most
@@ -43,7 +44,7 @@ class Notifier:
         self.thread = threading.Thread(target=self._run, name="notifier", daemon=True)
         self.thread.start()
 
-    def tell(self, webhooks: Sequence[Webhook], notices: Sequence[Notice], status: Mapping[str, Any]) -> None:
+    def tell(self, webhooks: Sequence[Webhook], notices: Sequence[Notice], status: RolloutStatus) -> None:
         for notice in notices:
             for hook in webhooks:
                 if notice.kind not in hook.events:

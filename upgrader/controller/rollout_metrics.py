@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from upgrader.core.model.kinds import BlockKind, FailureKind, HoldKind, Phase, WaitReason
 from upgrader.core.model.states import IN_PROGRESS, STATE_COUNT_KEYS, State
 from upgrader.core.model.timefmt import parse_or_none
+from upgrader.core.report.document import PoolStatus, RolloutStatus
+from upgrader.core.report.entries import GateReport, WindowReport
+from upgrader.core.report.kinds import BlockKind, FailureKind, HoldKind, Phase, WaitReason
 
-# One series each, always exported (0 when no node has that kind): core/model/kinds.py holds the kinds.
+# One series each, always exported (0 when no node has that kind): core/report/kinds.py holds the kinds.
 BLOCK_REASONS = tuple(k.label for k in BlockKind)
 FAILURE_REASONS = tuple(k.label for k in FailureKind)
 HOLD_REASONS = tuple(k.label for k in HoldKind)
@@ -78,9 +79,9 @@ class RolloutCollector(Collector):
     def __init__(self, leading: Callable[[], bool], clock: Callable[[], float] = time.time) -> None:
         self.leading = leading  # read at every scrape: the Lease may lapse between passes
         self.clock = clock
-        self._status: dict[str, Any] | None = None  # replaced whole, never changed in place
+        self._status: RolloutStatus | None = None  # replaced whole, never changed in place
 
-    def update(self, status: dict[str, Any]) -> None:
+    def update(self, status: RolloutStatus) -> None:
         self._status = status
 
     def drop(self) -> None:
@@ -100,53 +101,48 @@ class RolloutCollector(Collector):
         return list(families(status, self.clock()))
 
 
-def families(status: dict[str, Any], now: float) -> Iterable[Metric]:
+def families(status: RolloutStatus, now: float) -> Iterable[Metric]:
     """Every gauge from one status, so one scrape never mixes two passes."""
     family = {name: GaugeMetricFamily(name, text, labels=list(labels)) for name, (text, labels) in GAUGES.items()}
-    by_state = status.get("nodes_by_state") or {}
     for key in STATE_COUNT_KEYS:
-        family["upgrader_nodes"].add_metric([key], by_state.get(key, 0))
-    for domain in status.get("domains") or []:
-        counts = domain.get("by_state") or {}
+        family["upgrader_nodes"].add_metric([key], status.nodes_by_state.get(key, 0))
+    for domain in status.domains:
         for key in STATE_COUNT_KEYS:
-            family["upgrader_domain_nodes"].add_metric([domain["name"], key], counts.get(key, 0))
+            family["upgrader_domain_nodes"].add_metric([domain.name, key], domain.by_state.get(key, 0))
     for phase in PHASES:
-        family["upgrader_rollout_phase"].add_metric([phase], 1 if status.get("phase") == phase else 0)
-    family["upgrader_rollout_halted"].add_metric([], 1 if status.get("phase") == "Halted" else 0)
-    family["upgrader_interlocks"].add_metric([], len(status.get("interlocks") or []))
-    waiting = (status.get("waiting_on") or {}).get("reason")
+        family["upgrader_rollout_phase"].add_metric([phase], 1 if status.phase == phase else 0)
+    family["upgrader_rollout_halted"].add_metric([], 1 if status.phase is Phase.HALTED else 0)
+    family["upgrader_interlocks"].add_metric([], len(status.interlocks))
+    waiting = status.waiting_on.reason if status.waiting_on else None
     for reason in WAIT_REASONS:
         family["upgrader_rollout_waiting"].add_metric([reason], 1 if waiting == reason else 0)
-    blocked, failed = status.get("blocked") or [], status.get("failed") or []
+    blocked, failed, held = status.blocked, status.failed, status.held
     for reason in BLOCK_REASONS:
-        family["upgrader_blocked_nodes"].add_metric([reason], sum(reason_label(b["kind"]) == reason for b in blocked))
+        family["upgrader_blocked_nodes"].add_metric([reason], sum(reason_label(b.kind) == reason for b in blocked))
     for reason in FAILURE_REASONS:
-        family["upgrader_failed_nodes"].add_metric([reason], sum(reason_label(f["kind"]) == reason for f in failed))
-    held = status.get("held") or []
+        family["upgrader_failed_nodes"].add_metric([reason], sum(reason_label(f.kind) == reason for f in failed))
     for reason in HOLD_REASONS:
-        family["upgrader_held_nodes"].add_metric([reason], sum(reason_label(h["kind"]) == reason for h in held))
-    info = {(b["node"], b["state"], reason_label(b["kind"])) for b in blocked}
-    info |= {(h["node"], State.UPGRADE_REQUIRED.value, reason_label(h["kind"])) for h in held}
-    info |= {(f["node"], State.FAILED.value, reason_label(f["kind"])) for f in failed}
+        family["upgrader_held_nodes"].add_metric([reason], sum(reason_label(h.kind) == reason for h in held))
+    info = {(b.node, b.state, reason_label(b.kind)) for b in blocked}
+    info |= {(h.node, State.UPGRADE_REQUIRED.value, reason_label(h.kind)) for h in held}
+    info |= {(f.node, State.FAILED.value, reason_label(f.kind)) for f in failed}
     for labels in sorted(info):
         family["upgrader_node_blocked_info"].add_metric(list(labels), 1)
-    window = status.get("maintenance_window") or {"open": True}  # none configured: always open
-    family["upgrader_maintenance_window_open"].add_metric([], 1 if window.get("open") else 0)
-    for key, name in (("next_open", "next_open"), ("closes_at", "closes")):
-        at = parse_or_none(window.get(key))
-        family[f"upgrader_maintenance_window_{name}_timestamp_seconds"].add_metric([], at or 0)
-    gate = status.get("alert_gate") or {"open": True}  # none configured: always open
-    family["upgrader_alert_gate_open"].add_metric([], 1 if gate.get("open") else 0)
-    family["upgrader_alert_gate_firing_alerts"].add_metric([], len(gate.get("firing") or []))
-    for position in ("current", "next"):
-        if status.get(f"{position}_domain"):
-            family["upgrader_rollout_domain_info"].add_metric([position, str(status[f"{position}_domain"])], 1)
-    for target in status.get("targets") or []:
-        values = [str(target.get(k, "")) for k in ("daemonset", "driver_version", "revision")]
-        family["upgrader_target_driver_info"].add_metric(values, 1)
-    eta = parse_or_none((status.get("eta") or {}).get("at"))
+    window = status.maintenance_window or WindowReport(True)  # none configured: always open
+    family["upgrader_maintenance_window_open"].add_metric([], 1 if window.open else 0)
+    for at, name in ((window.next_open, "next_open"), (window.closes_at, "closes")):
+        family[f"upgrader_maintenance_window_{name}_timestamp_seconds"].add_metric([], parse_or_none(at) or 0)
+    gate = status.alert_gate or GateReport(True, "")  # none configured: always open
+    family["upgrader_alert_gate_open"].add_metric([], 1 if gate.open else 0)
+    family["upgrader_alert_gate_firing_alerts"].add_metric([], len(gate.firing))
+    for position, named in (("current", status.current_domain), ("next", status.next_domain)):
+        if named:
+            family["upgrader_rollout_domain_info"].add_metric([position, named], 1)
+    for target in status.targets:
+        family["upgrader_target_driver_info"].add_metric([target.daemonset, target.driver_version, target.revision], 1)
+    eta = parse_or_none(status.eta.at) if status.eta else None
     family["upgrader_rollout_eta_timestamp_seconds"].add_metric([], eta or 0)
-    for pool in status.get("pools") or []:
+    for pool in status.pools or ():
         pool_families(family, pool)
     ages = oldest(status, now)
     for state in sorted(IN_PROGRESS, key=list(State).index):
@@ -154,28 +150,28 @@ def families(status: dict[str, Any], now: float) -> Iterable[Metric]:
     return family.values()
 
 
-def oldest(status: dict[str, Any], now: float) -> dict[str, float]:
+def oldest(status: RolloutStatus, now: float) -> dict[str, float]:
     """Seconds the longest-waiting node has been in each state, as of the scrape."""
     ages: dict[str, float] = {}
-    for entry in status.get("in_progress") or []:
-        since = parse_or_none(entry.get("since"))
+    for entry in status.in_progress:
+        since = parse_or_none(entry.since)
         if since is not None:
-            ages[entry["state"]] = max(ages.get(entry["state"], 0.0), now - since)
+            ages[entry.state] = max(ages.get(entry.state, 0.0), now - since)
     return ages
 
 
-def pool_families(family: dict[str, GaugeMetricFamily], pool: dict[str, Any]) -> None:
+def pool_families(family: dict[str, GaugeMetricFamily], pool: PoolStatus) -> None:
     """A pool's series (policy pools): its nodes per state, phase, wait, domains and ETA."""
-    name, by_state = str(pool["name"]), pool.get("nodes_by_state") or {}
+    name = pool.name
     for key in STATE_COUNT_KEYS:
-        family["upgrader_pool_nodes"].add_metric([name, key], by_state.get(key, 0))
+        family["upgrader_pool_nodes"].add_metric([name, key], pool.nodes_by_state.get(key, 0))
     for phase in PHASES:
-        family["upgrader_pool_phase"].add_metric([name, phase], 1 if pool.get("phase") == phase else 0)
-    waiting = (pool.get("waiting_on") or {}).get("reason")
+        family["upgrader_pool_phase"].add_metric([name, phase], 1 if pool.phase == phase else 0)
+    waiting = pool.waiting_on.reason if pool.waiting_on else None
     for reason in WAIT_REASONS:
         family["upgrader_pool_waiting"].add_metric([name, reason], 1 if waiting == reason else 0)
-    for position in ("current", "next"):
-        if pool.get(f"{position}_domain"):
-            family["upgrader_pool_domain_info"].add_metric([name, position, str(pool[f"{position}_domain"])], 1)
-    eta = parse_or_none((pool.get("eta") or {}).get("at"))
+    for position, domain in (("current", pool.current_domain), ("next", pool.next_domain)):
+        if domain:
+            family["upgrader_pool_domain_info"].add_metric([name, position, domain], 1)
+    eta = parse_or_none(pool.eta.at) if pool.eta else None
     family["upgrader_pool_eta_timestamp_seconds"].add_metric([name], eta or 0)

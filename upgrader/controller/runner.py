@@ -126,7 +126,7 @@ def warn_when_unfit(controller: Controller) -> None:
     said: list[str | None] = [None]
 
     def check(report: PassReport) -> None:
-        if not report.status:
+        if report.status is None:
             return
         problem = status_problem(controller.policy, report.status)
         if problem == said[0]:
@@ -235,7 +235,7 @@ def attach_metrics(controller: Controller, metrics: Metrics) -> None:
     def observe(report: PassReport) -> None:
         for source, target, seconds in report.transitions:
             metrics.observe_transition(source, target, seconds)
-        if report.status and report.leader:
+        if report.status is not None and report.leader:
             metrics.rollout.update(report.status)
         metrics.observe_pass(report.result, report.seconds, report.leader)
 

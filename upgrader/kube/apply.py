@@ -26,6 +26,7 @@ from upgrader.core.model.actions import (
     WriteStatus,
 )
 from upgrader.core.model.states import STATE_LABEL, State
+from upgrader.core.report.document import RolloutStatus, to_dict
 from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import JSON_PATCH, MERGE, ApiError, KubeApi
 from upgrader.kube.events import EventRecorder
@@ -187,12 +188,12 @@ class Applier:
             write_status(self.api, self.settings, action.status)
 
 
-def write_status(api: KubeApi, settings: Addresses, status: Any) -> None:
+def write_status(api: KubeApi, settings: Addresses, status: RolloutStatus) -> None:
     """Merge the status into the ConfigMap (creating it), leaving the operators' keys alone."""
     data = {
-        "phase": str(status.get("phase", "")),
-        "message": str(status.get("message", "")),
-        "status.json": json.dumps(status, sort_keys=True),
+        "phase": status.phase.value,
+        "message": status.message,
+        "status.json": json.dumps(to_dict(status), sort_keys=True),
     }
     patch_configmap(api, settings, data)
 

@@ -23,6 +23,7 @@ from upgrader.core.model.views import (
     pod_view,
 )
 from upgrader.core.node.steps import NEEDS_PODS
+from upgrader.core.report.document import read_status
 from upgrader.inputs import collector_paused
 from upgrader.kube.addresses import Addresses
 from upgrader.kube.api import ApiError, KubeApi
@@ -56,16 +57,14 @@ def read_control(api: KubeApi, settings: Addresses) -> Control:
     """
     status_data = ((api.get(status_path(settings)) or {}).get("data")) or {}
     try:
-        previous = json.loads(status_data.get("status.json") or "{}")
+        previous = read_status(json.loads(status_data.get("status.json") or "{}"))
     except ValueError:
-        previous = {}
-    if not isinstance(previous, dict):
-        previous = {}
+        previous = None
     control = api.get(control_path(settings))
     data = (control or {}).get("data") or {}
     legacy = status_data.get("paused") == "true"
     kept = None
-    if control is None and previous.get("paused") is True and not legacy:
+    if control is None and previous is not None and previous.paused and not legacy:
         kept = (
             f"configmap {settings.namespace}/{settings.control_configmap} is gone, and the last status recorded a "
             "pause: it stays in force"

@@ -1,2 +1,2 @@
 """Compatibility: which CUDA releases a driver runs (cuda.py), precompiled images, profiles.
-May import: core.model."""
+May import: core.report, core.model."""

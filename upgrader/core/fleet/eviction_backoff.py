@@ -17,15 +17,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from upgrader.core.model.actions import Action, Evict, Outcome, Result
 from upgrader.core.model.timefmt import parse_or_none, rfc3339
 from upgrader.core.model.views import PdbView
+from upgrader.core.report.document import RolloutStatus
+from upgrader.core.report.entries import BackoffEntry
 
 BASE_SECONDS = 10  # the pause after a budget's first refusal
 CAP_SECONDS = 300  # the longest pause: a budget is asked at least this often
-STATUS_KEY = "eviction_backoff"
 
 
 @dataclass(frozen=True)
@@ -38,22 +38,17 @@ class Pause:
     retry_at: float
     healthy: int = -1
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"refusals": self.refusals, "allowed": self.allowed, "healthy": self.healthy,
-                "retry_at": rfc3339(self.retry_at)}
+    def report(self) -> BackoffEntry:
+        return BackoffEntry(self.refusals, self.allowed, rfc3339(self.retry_at), self.healthy)
 
 
-def read(previous: Mapping[str, Any]) -> dict[str, Pause]:
+def read(previous: RolloutStatus | None) -> dict[str, Pause]:
     """The backoff the last status kept; anything unreadable is no backoff (the eviction is sent)."""
-    kept = previous.get(STATUS_KEY)
     out: dict[str, Pause] = {}
-    for key, entry in (kept.items() if isinstance(kept, Mapping) else ()):
-        if not isinstance(entry, Mapping):
-            continue
-        refusals, allowed, healthy = entry.get("refusals"), entry.get("allowed"), entry.get("healthy", -1)
-        retry_at = parse_or_none(entry.get("retry_at"))
-        if isinstance(refusals, int) and isinstance(allowed, int) and isinstance(healthy, int) and retry_at is not None:
-            out[str(key)] = Pause(refusals, allowed, retry_at, healthy)
+    for key, entry in (previous.eviction_backoff or {}).items() if previous is not None else ():
+        retry_at = parse_or_none(entry.retry_at)
+        if retry_at is not None:
+            out[key] = Pause(entry.refusals, entry.allowed, retry_at, entry.healthy)
     return out
 
 
@@ -125,5 +120,5 @@ def after(
     return out
 
 
-def to_status(pauses: Mapping[str, Pause]) -> dict[str, dict[str, Any]]:
-    return {key: pauses[key].to_dict() for key in sorted(pauses)}
+def to_status(pauses: Mapping[str, Pause]) -> dict[str, BackoffEntry]:
+    return {key: pauses[key].report() for key in sorted(pauses)}

@@ -1,5 +1,5 @@
 """Pools side by side (policy `pools`, docs/policy.md#pools): which pool each node is in, the policy
-it starts under, and the rollout status of each pool and of the whole.
+it starts under; their statuses side by side are core/report/pooled.py's.
 
 A node is in the first pool that selects it (by label selector, by the driver DaemonSet that runs
 or would run on it, or by the NVIDIADriver owning that DaemonSet); the nodes no pool selects are
@@ -11,7 +11,7 @@ with the same zones are promoted apart."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -23,12 +23,6 @@ from upgrader.core.model.views import DriverSet, NodeView, Snapshot
 from upgrader.core.node.context import driver_set_for
 from upgrader.core.policy.policy import Policy
 from upgrader.core.policy.pool_policy import DEFAULT_POOL, Pool
-
-# What a pool's entry in the status keeps of its own status (the lists of nodes are the whole's).
-POOL_KEYS = (
-    "phase", "message", "halt_reason", "waiting_on", "waiting_since", "nodes_total", "nodes_by_state",
-    "current_domain", "next_domain", "domains", "eta", "budget", "maintenance_window",
-)
 
 
 @dataclass(frozen=True)
@@ -116,56 +110,3 @@ def empty_findings(parts: Sequence[Share], policy: Policy) -> list[Finding]:
                 f"{DEFAULT_POOL}, under the policy's own budgets")
         for s in parts if s.name in named and not s.managed
     ]
-
-
-def previous_of(previous: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    """The pool's entry in the last status written ({} for a pool it did not list)."""
-    for entry in previous.get("pools") or ():
-        if isinstance(entry, Mapping) and entry.get("name") == name:
-            return entry
-    return {}
-
-
-def entry(share: Share, status: Mapping[str, Any]) -> dict[str, Any]:
-    """A pool's entry in the whole's status: its name, what selects it, and its own figures."""
-    return {"name": share.name, "selects": share.selects, **{k: status.get(k) for k in POOL_KEYS}}
-
-
-def combined(whole: dict[str, Any], pools: list[dict[str, Any]], policy: Policy) -> dict[str, Any]:
-    """The whole rollout's status from the fleet-wide one (counts, lists of nodes) and the pools'
-    entries: Halted when a pool is, Done when every pool is, what each pool waits on in its message."""
-    out = dict(whole)
-    out["pools"] = pools
-    halted = [p for p in pools if p["phase"] == "Halted"]
-    running = [p for p in pools if p["phase"] == "Running"]
-    if whole["phase"] != "Paused":
-        if halted:
-            first = halted[0]
-            out["phase"], out["halt_reason"] = "Halted", f"pool {first['name']}: {first['halt_reason']}"
-            goes_on = "" if policy.halt_across_pools or not running else (
-                f"; {_names(running)} {'goes' if len(running) == 1 else 'go'} on (haltAcrossPools is false)"
-            )
-            out["message"] = f"halted: {out['halt_reason']}{goes_on}"
-        elif running:
-            out["phase"] = "Running"
-            out["message"] = "; ".join(f"pool {p['name']}: {p['message']}" for p in running)
-    waiting = next((p for p in running if p.get("waiting_on")), None)
-    out["waiting_on"] = waiting["waiting_on"] if waiting else None
-    out["waiting_since"] = waiting["waiting_since"] if waiting else None
-    out["current_domain"] = None  # each pool has its own: pools[].current_domain
-    out["next_domain"] = None
-    out["domains"] = [{**d, "canary": False} for d in whole["domains"]]  # by zone across pools; canaries are theirs
-    etas = [p["eta"] for p in pools if p.get("eta")]
-    out["eta"] = max(etas, key=lambda e: e["at"]) if etas else None
-    out["budget"] = {
-        "in_progress": sum(p["budget"]["in_progress"] for p in pools),
-        "max_parallel_upgrades": None,
-        "unavailable": sum(p["budget"]["unavailable"] or 0 for p in pools),
-        "max_unavailable": None,  # each pool's: pools[].budget
-    }
-    return out
-
-
-def _names(pools: list[dict[str, Any]]) -> str:
-    names = [str(p["name"]) for p in pools]
-    return ("pool " if len(names) == 1 else "pools ") + ", ".join(names)

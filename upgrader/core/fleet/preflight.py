@@ -19,12 +19,12 @@ from upgrader.core.compat.profiles import Profile
 from upgrader.core.fleet.managed import fleet
 from upgrader.core.fleet.node_findings import cuda_findings, profile_findings
 from upgrader.core.model.findings import BLOCKING, Finding
-from upgrader.core.model.kinds import hold_runbook
 from upgrader.core.model.states import HELD, HELD_KIND, HELD_REASON, HELD_SINCE, State
 from upgrader.core.model.timefmt import rfc3339
 from upgrader.core.model.views import DriverSet, NodeView, PodView, Snapshot
 from upgrader.core.node.context import context
 from upgrader.core.policy.policy import Policy
+from upgrader.core.report.kinds import hold_runbook
 
 # What a registry said of one image reference: present, absent, or why it could not say.
 PRESENT = "present"

@@ -1,2 +1,2 @@
 """The plain data every room shares: cluster views, states, actions, findings, selectors, times.
-May import: nothing of upgrader; plain libraries only (pydantic), no clock, no I/O."""
+May import: core.report; plain libraries only (pydantic), no clock, no I/O."""

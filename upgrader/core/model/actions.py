@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from upgrader.core.model.placement import Taint
 from upgrader.core.model.states import SINCE_STATE, STATE_SINCE, State
+from upgrader.core.report.document import RolloutStatus
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class Event:
 
 @dataclass(frozen=True)
 class WriteStatus:
-    status: Mapping[str, Any]
+    status: RolloutStatus  # the adapter stores it as core/report/document.py's `to_dict` says
 
 
 Action = Transition | Annotate | SetUnschedulable | SetTaints | Evict | DeletePod | Event | WriteStatus

@@ -23,6 +23,7 @@ from upgrader.core.model.placement import (
 from upgrader.core.model.selectors import LabelSelector, SelectorError, from_label_selector_object
 from upgrader.core.model.states import STATE_LABEL, State
 from upgrader.core.model.timefmt import parse_or_none
+from upgrader.core.report.document import RolloutStatus
 
 Obj = Mapping[str, Any]
 GPU = "nvidia.com/gpu"
@@ -160,7 +161,7 @@ class Control:
     paused: bool = False
     acknowledged: Mapping[str, str] = field(default_factory=dict)  # node -> its failed-at when acknowledged
     promoted: Mapping[str, str] = field(default_factory=dict)  # stage -> its finish when promoted (rollout/stages.py)
-    previous: Mapping[str, Any] = field(default_factory=dict)  # last status written
+    previous: RolloutStatus | None = None  # the last status written (None: none, or none this version reads)
     kept: str | None = None
 
 

@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from upgrader.core.model.actions import Action, Annotate, DeletePod, Event, Evict, SetUnschedulable
-from upgrader.core.model.kinds import BlockKind
 from upgrader.core.model.selectors import parse_label_selector
 from upgrader.core.model.states import (
     DRIVER_DELETED_AT,
@@ -39,6 +38,7 @@ from upgrader.core.node.step_checks import (
     pod_sources,
     validation_problems,
 )
+from upgrader.core.report.kinds import BlockKind
 
 
 @dataclass(frozen=True)

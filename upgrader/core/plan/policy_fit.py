@@ -16,13 +16,13 @@ first write; pure, so all three say it in the same words.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Set
-from typing import Any
+from collections.abc import Iterable, Set
 
 from upgrader.core.fleet import pool_shares as pools
 from upgrader.core.fleet.managed import Fleet
 from upgrader.core.model.views import NodeView, Snapshot
 from upgrader.core.policy.policy import FailureDomains, Policy
+from upgrader.core.report.document import LastStatus, RolloutStatus
 from upgrader.core.rollout.schedule import NO_DOMAIN
 
 DEFAULT_LABEL_KEY: str = FailureDomains.model_fields["label_key"].default
@@ -53,24 +53,23 @@ def _domains(policy: Policy, managed: Iterable[NodeView]) -> set[str]:
     return {value for node in managed if (value := node.labels.get(key))}
 
 
-def status_problem(policy: Policy, status: Mapping[str, Any]) -> str | None:
+def status_problem(policy: Policy, status: RolloutStatus) -> str | None:
     """The same judgement from a rollout status (its `domains` are those of the managed nodes; a
     pool's, those of its entry in `pools`)."""
-    problem = domains_problem(policy, _names(status), int(status.get("nodes_total") or 0))
+    problem = domains_problem(policy, _names(status), status.nodes_total)
     if problem is not None:
         return problem
-    entries = {str(e.get("name")): e for e in status.get("pools") or () if isinstance(e, Mapping)}
     for index, pool in enumerate(policy.pools):
-        entry = entries.get(pool.name)
+        entry = status.pool(pool.name)
         if pool.failure_domains is not None and entry is not None:
-            found = domains_problem(policy.for_pool(pool), _names(entry), int(entry.get("nodes_total") or 0))
+            found = domains_problem(policy.for_pool(pool), _names(entry), entry.nodes_total)
             if found is not None:
                 return f"pools.{index}.{found}"
     return None
 
 
-def _names(status: Mapping[str, Any]) -> set[str]:
-    return {str(d.get("name")) for d in status.get("domains") or () if isinstance(d, Mapping)} - {NO_DOMAIN}
+def _names(status: LastStatus) -> set[str]:
+    return {d.name for d in status.domains} - {NO_DOMAIN}
 
 
 def domains_problem(policy: Policy, domains: Set[str], managed: int) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from upgrader.core.compat.cuda import Floors
@@ -127,7 +127,7 @@ class Plan:
                 "driver_nodes": self.driver_nodes,
                 "soak_seconds": self.policy.failure_domains.soak_seconds,
                 "budgets": budgets(self.policy, self.driver_nodes),
-                "maintenance_window": self.window.to_dict() if self.window.windows else None,
+                "maintenance_window": asdict(self.window.report()) if self.window.windows else None,
                 "wave_windows": self.wave_windows.to_dict() if self.wave_windows else None,
             },
         }

@@ -16,13 +16,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from upgrader.core.model.alerts import Alert, AlertReading
-from upgrader.core.model.kinds import WaitReason
+from upgrader.core.report.entries import GateReport
+from upgrader.core.report.kinds import WaitReason
 
 RUNBOOK = WaitReason.ALERT_FIRING.runbook
 NAMED = 5  # alerts a sentence names before "and N more"
@@ -117,8 +117,8 @@ class GateVerdict:
     error: str | None = None
     url: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"open": self.open, "prometheus": self.url, "firing": list(self.alerts), "error": self.error}
+    def report(self) -> GateReport:
+        return GateReport(self.open, self.url, self.alerts, self.error)
 
 
 GATE_OPEN = GateVerdict(True)

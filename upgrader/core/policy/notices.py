@@ -15,7 +15,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from upgrader.core.model.kinds import WaitReason
+from upgrader.core.report.document import LastStatus, RolloutStatus
+from upgrader.core.report.entries import DomainCount
+from upgrader.core.report.kinds import Phase, WaitReason
 
 
 class NoticeKind(StrEnum):
@@ -67,7 +69,7 @@ class Notice:
     text: str
     node: str | None = None
 
-    def body(self, rollout: str, status: Mapping[str, Any], fmt: BodyFormat) -> dict[str, Any]:
+    def body(self, rollout: str, status: RolloutStatus, fmt: BodyFormat) -> dict[str, Any]:
         """The JSON a webhook receives."""
         line = f"[{rollout}] {self.text}"
         if fmt is BodyFormat.SLACK:
@@ -77,92 +79,84 @@ class Notice:
             "rollout": rollout,
             "text": self.text,
             "node": self.node,
-            "phase": status.get("phase"),
-            "progress": f"{(status.get('nodes_by_state') or {}).get('upgrade-done', 0)}/{status.get('nodes_total', 0)}",
-            "current_domain": status.get("current_domain"),
-            "at": status.get("updated_at"),
+            "phase": status.phase.value,
+            "progress": f"{status.nodes_by_state.get('upgrade-done', 0)}/{status.nodes_total}",
+            "current_domain": status.current_domain,
+            "at": status.updated_at,
         }
 
 
-def staged_canary(policy: Any, status: Mapping[str, Any]) -> bool:
+def staged_canary(policy: Any, status: LastStatus) -> bool:
     """Whether the canary is its domain's first nodes: failureDomains.canaryNodes fewer than the
     canary domain holds (as many or more is the whole domain, core/policy/parts.py `canary_count`)."""
     canary = _canary_domain(status)
-    size = int(canary["nodes"]) if canary is not None and canary.get("nodes") else 0
+    size = canary.nodes if canary is not None else 0
     return size > 0 and policy.failure_domains.canary_count(size) is not None
 
 
 def notices(
-    previous: Mapping[str, Any], status: Mapping[str, Any], staged_canary: bool,
+    previous: RolloutStatus | None, status: RolloutStatus, staged_canary: bool,
     pools_staged: Mapping[str, bool] | None = None,
 ) -> list[Notice]:
     """What the move from `previous` to `status` tells people. `staged_canary`: the canary is the
     canary domain's first nodes (failureDomains.canaryNodes), done when their soak or promotion
-    wait begins, rather than the whole domain. With pools (`status["pools"]`), each pool's canary and
+    wait begins, rather than the whole domain. With pools (`status.pools`), each pool's canary and
     promotion waits are told, named by pool, `pools_staged` saying which pools' canaries are staged."""
-    if status.get("pools"):
-        middle = _pooled(previous, status, pools_staged or {})
-    else:
-        middle = _staged(previous, status, staged_canary)
-    done = status.get("phase") == "Done" and previous.get("phase") not in ("Done", None)
-    return [*_whole(previous, status), *middle, *([Notice(NoticeKind.DONE, str(status.get("message", "")))]
-                                                  if done else [])]
+    pooled = bool(status.pools)
+    middle = _pooled(previous, status, pools_staged or {}) if pooled else _staged(previous, status, staged_canary)
+    done = status.phase is Phase.DONE and previous is not None and previous.phase is not Phase.DONE
+    return [*_whole(previous, status), *middle, *([Notice(NoticeKind.DONE, status.message)] if done else [])]
 
 
-def _whole(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list[Notice]:
+def _whole(previous: RolloutStatus | None, status: RolloutStatus) -> list[Notice]:
     """The halt and the failures: the whole rollout's."""
     out: list[Notice] = []
-    phase, before = status.get("phase"), previous.get("phase")
-    if phase == "Halted" and before != "Halted" and not status.get("pools"):  # with pools: each pool's halt
-        out.append(Notice(NoticeKind.HALTED, str(status.get("message", ""))))
-    seen = {(f.get("node"), f.get("since")) for f in previous.get("failed") or () if isinstance(f, Mapping)}
-    for failure in status.get("failed") or ():
-        if isinstance(failure, Mapping) and (failure.get("node"), failure.get("since")) not in seen:
-            node = str(failure.get("node"))
-            out.append(Notice(NoticeKind.FAILED, f"{node} upgrade-failed: {failure.get('reason', '')}", node))
+    before = previous.phase if previous is not None else None
+    if status.phase is Phase.HALTED and before is not Phase.HALTED and not status.pools:  # with pools: each pool's
+        out.append(Notice(NoticeKind.HALTED, status.message))
+    seen = {(f.node, f.since) for f in previous.failed} if previous is not None else set()
+    for failure in status.failed:
+        if (failure.node, failure.since) not in seen:
+            out.append(Notice(NoticeKind.FAILED, f"{failure.node} upgrade-failed: {failure.reason}", failure.node))
     return out
 
 
-def _staged(previous: Mapping[str, Any], status: Mapping[str, Any], staged: bool, pool: str = "") -> list[Notice]:
+def _staged(previous: LastStatus | None, status: LastStatus, staged: bool, pool: str = "") -> list[Notice]:
     """The canary's end and a promotion wait, of the rollout or (`pool`) of one pool's entries."""
     out = _canary(previous, status, staged)
-    wait, waited = status.get("waiting_on") or {}, previous.get("waiting_on") or {}
-    if wait.get("reason") == WaitReason.AWAITING_PROMOTION and (waited.get("reason"), waited.get("stage")) != (
-        WaitReason.AWAITING_PROMOTION, wait.get("stage")
+    wait, waited = status.waiting_on, previous.waiting_on if previous is not None else None
+    if wait is not None and wait.reason is WaitReason.AWAITING_PROMOTION and (
+        waited is None or (waited.reason, waited.stage) != (WaitReason.AWAITING_PROMOTION, wait.stage)
     ):
-        out.append(Notice(NoticeKind.AWAITING_PROMOTION, str(status.get("message", ""))))
+        out.append(Notice(NoticeKind.AWAITING_PROMOTION, status.message))
     return [Notice(n.kind, f"pool {pool}: {n.text}", n.node) for n in out] if pool else out
 
 
-def _pooled(previous: Mapping[str, Any], status: Mapping[str, Any], staged: Mapping[str, bool]) -> list[Notice]:
-    before = {str(p.get("name")): p for p in previous.get("pools") or () if isinstance(p, Mapping)}
+def _pooled(previous: RolloutStatus | None, status: RolloutStatus, staged: Mapping[str, bool]) -> list[Notice]:
     out: list[Notice] = []
-    for entry in status.get("pools") or ():
-        if isinstance(entry, Mapping):
-            name = str(entry.get("name"))
-            was = before.get(name, {})
-            if entry.get("phase") == "Halted" and was.get("phase") != "Halted" and status.get("phase") != "Paused":
-                out.append(Notice(NoticeKind.HALTED, f"pool {name}: {entry.get('message', '')}"))
-            out += _staged(was, entry, staged.get(name, False), name)
+    for entry in status.pools or ():
+        was = previous.pool(entry.name) if previous is not None else None
+        halted = entry.phase is Phase.HALTED and (was is None or was.phase is not Phase.HALTED)
+        if halted and status.phase is not Phase.PAUSED:
+            out.append(Notice(NoticeKind.HALTED, f"pool {entry.name}: {entry.message}"))
+        out += _staged(was, entry, staged.get(entry.name, False), entry.name)
     return out
 
 
-def _canary(previous: Mapping[str, Any], status: Mapping[str, Any], staged: bool) -> list[Notice]:
+def _canary(previous: LastStatus | None, status: LastStatus, staged: bool) -> list[Notice]:
+    waited = previous.waiting_on if previous is not None else None
     if staged:
-        stage = str((status.get("waiting_on") or {}).get("stage") or "")
-        if stage.endswith("/canaryNodes") and (previous.get("waiting_on") or {}).get("stage") != stage:
+        stage = (status.waiting_on.stage if status.waiting_on else None) or ""
+        if stage.endswith("/canaryNodes") and (waited.stage if waited else None) != stage:
             domain = stage.removesuffix("/canaryNodes").rpartition(":")[2]  # a pool's: `<pool>:<domain>`
             return [Notice(NoticeKind.CANARY_DONE, f"the canary nodes of {domain} are done")]
         return []
     now, then = _canary_domain(status), _canary_domain(previous)
-    if now is not None and now["done"] == now["nodes"] and now["nodes"] and (
-        then is None or then["done"] != then["nodes"]
-    ):
-        return [Notice(NoticeKind.CANARY_DONE, f"the canary domain {now['name']} is done: {now['done']} nodes")]
+    if now is not None and now.done == now.nodes and now.nodes and (then is None or then.done != then.nodes):
+        return [Notice(NoticeKind.CANARY_DONE, f"the canary domain {now.name} is done: {now.done} nodes")]
     return []
 
 
-def _canary_domain(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    domains = status.get("domains") or []
-    first = domains[0] if domains and isinstance(domains[0], Mapping) else None
-    return first if first is not None and first.get("canary") else None
+def _canary_domain(status: LastStatus | None) -> DomainCount | None:
+    first = status.domains[0] if status is not None and status.domains else None
+    return first if first is not None and first.canary else None

@@ -28,6 +28,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterBadDateError, CroniterError, croniter
 
 from upgrader.core.model.timefmt import rfc3339
+from upgrader.core.report.entries import WindowReport
 
 MAX_DURATION = 7 * 24 * 3600
 # Search bounds: croniter gives up after this many years without a start (a schedule that fires on
@@ -76,15 +77,9 @@ class Verdict:
         """`t` in `window`'s zone, as an operator there reads it."""
         return local_text(t, self.zone or "UTC")
 
-    def to_dict(self) -> dict[str, object]:
+    def report(self) -> WindowReport:
         """The status's `maintenance_window`; the same from pass to pass while nothing opens or closes."""
-        return {
-            "open": self.open,
-            "window": self.window,
-            "about": self.about,
-            "closes_at": _stamp(self.closes_at),
-            "next_open": _stamp(self.next_open),
-        }
+        return WindowReport(self.open, self.window, self.about, _stamp(self.closes_at), _stamp(self.next_open))
 
 
 ALWAYS_OPEN = Verdict(True, 0)

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from upgrader.core.fleet.managed import fleet
 from upgrader.core.fleet.preflight import clear_held
 from upgrader.core.model.actions import Action, Annotate, Event, SetUnschedulable, Transition
-from upgrader.core.model.kinds import FailureKind
 from upgrader.core.model.states import (
     FAILED_AT,
     FAILED_DRIVER_POD,
@@ -46,6 +45,7 @@ from upgrader.core.node.facts import NodeFacts, derived, driver_known, facts_of,
 from upgrader.core.node.machine import fire
 from upgrader.core.node.steps import FUTURE_TOLERANCE, OURS, lost_clock
 from upgrader.core.policy.policy import Policy
+from upgrader.core.report.kinds import FailureKind
 from upgrader.core.rollout.stepping import CLEAR_BLOCK, clear_if_blocked, restart_clock
 
 # The Operator's start time of the wait a state is in, for states where it keeps one.

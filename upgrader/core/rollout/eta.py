@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 from upgrader.core.model.states import IN_PROGRESS, STARTED_AT, STATE_SINCE, State
 from upgrader.core.model.timefmt import parse_or_none, rfc3339
 from upgrader.core.model.views import NodeView
+from upgrader.core.report.entries import Eta
 
 
 def estimate(
     nodes: Sequence[NodeView], max_parallel_upgrades: int, soak_seconds: int, domains_left: int
-) -> dict[str, Any] | None:
+) -> Eta | None:
     """The ETA of `nodes` upgraded `max_parallel_upgrades` at a time (0: all at once), with a soak of
     `soak_seconds` before each of the `domains_left` domains still to start; None: cannot say yet."""
     durations: list[float] = []
@@ -39,9 +39,4 @@ def estimate(
     per_node = durations[len(durations) // 2]
     waves = math.ceil(left / (max_parallel_upgrades or left))
     seconds = waves * per_node + domains_left * soak_seconds
-    return {
-        "at": rfc3339(newest + seconds),
-        "node_seconds": round(per_node),  # the median, of `from_nodes` nodes
-        "from_nodes": len(durations),
-        "nodes_left": left,
-    }
+    return Eta(rfc3339(newest + seconds), round(per_node), len(durations), left)  # the median, of from_nodes

@@ -8,10 +8,8 @@ they happen. When no node can start, one Event says why, each time the reason ch
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from upgrader.core.model.actions import Event, Transition
+from upgrader.core.report.document import LastStatus
 from upgrader.core.rollout.waits import Wait
 
 WAITING = "rollout waiting: "
@@ -41,11 +39,11 @@ def waiting_line(text: str) -> str:
     return WAITING + text
 
 
-def waiting_events(wait: Wait | None, previous: Mapping[str, Any]) -> list[Event]:
+def waiting_events(wait: Wait | None, previous: LastStatus | None) -> list[Event]:
     """One Event when the rollout starts waiting on something other than the last status said (judged
     by `waiting_on`, which stays the same from pass to pass while the wait does), on the first node
     behind the wait, else on the node that starts next. A Warning when only a person ends it."""
-    if wait is None or wait.to_dict() == previous.get("waiting_on"):
+    if wait is None or (previous is not None and wait.report() == previous.waiting_on):
         return []
     node = wait.nodes[0].node if wait.nodes else wait.next
     if node is None:

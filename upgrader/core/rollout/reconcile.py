@@ -8,8 +8,7 @@ landed into its snapshot before deciding the next batch, so later decisions see 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from upgrader.core.fleet import eviction_backoff as backoff
 from upgrader.core.fleet import pool_shares as pools
@@ -21,22 +20,27 @@ from upgrader.core.model.states import STATE_SINCE, UNLABELLED
 from upgrader.core.model.timefmt import parse_or_none
 from upgrader.core.model.views import Snapshot
 from upgrader.core.policy.policy import Policy
+from upgrader.core.report.document import PoolStatus, RolloutStatus
+from upgrader.core.report.entries import NodeWaiting
+from upgrader.core.report.kinds import Phase
+from upgrader.core.report.pooled import combined, pool_entry
 from upgrader.core.rollout import starts as starting
 from upgrader.core.rollout import stepping as rollout
 from upgrader.core.rollout.detect import detect
 from upgrader.core.rollout.node_events import transition_events
 from upgrader.core.rollout.pending_taint import taint_actions
 from upgrader.core.rollout.schedule import Schedule
-from upgrader.core.rollout.status import Decided, Scope, meaningful, phase_events, rollout_status
+from upgrader.core.rollout.status import Decided, Scope, phase_events, rollout_status
 
 Apply = Callable[[list[Action]], list[Outcome]]
+STOPPED = (Phase.HALTED, Phase.PAUSED)  # no node starts: judged by the status before the starts
 
 
 @dataclass
 class PassOutcome:
     snapshot: Snapshot  # as the pass's own writes left it
-    before: dict[str, Any]  # the status the pass judged halted/paused by, before starting nodes
-    status: dict[str, Any]  # the status at the end of the pass
+    before: RolloutStatus  # the status the pass judged halted/paused by, before starting nodes
+    status: RolloutStatus  # the status at the end of the pass
     outcomes: list[Outcome] = field(default_factory=list)
     transitions: list[tuple[str, str, float | None]] = field(default_factory=list)  # from, to, seconds in from
     started: list[str] = field(default_factory=list)  # nodes whose start was applied
@@ -86,7 +90,7 @@ def reconcile(
 ) -> PassOutcome:
     """`preflight` (run): what a start is judged by before it is made (core/fleet/preflight.py)."""
     work = _Pass(snapshot, now, apply)
-    waiting: list[dict[str, str]] = []
+    waiting: list[NodeWaiting] = []
     disrupted: set[str] = set()  # PodDisruptionBudgets this pass spent on evictions
     # autoUpgrade false: nothing is labelled or started, but a node in progress finishes (halfway it
     # would stay cordoned with its GPU pods gone), as under `upgrader pause`.
@@ -118,16 +122,16 @@ def reconcile(
     else:
         before = rollout_status(work.snapshot, policy, Scope(fleet), now, acknowledged)
         schedule, starts = starting.start_nodes(
-            work.snapshot, policy, now, before["phase"] not in ("Halted", "Paused"), acknowledged, preflight
+            work.snapshot, policy, now, before.phase not in STOPPED, acknowledged, preflight
         )
         started = [o.action.node for o in work.act(starts) if o.ok and isinstance(o.action, Transition)]
         status = rollout_status(work.snapshot, policy, Scope(fleet), now, acknowledged, Decided(schedule, waiting))
     if not locked:  # an interlock: no node is written, taints neither
-        work.act(list(taint_actions(work.snapshot, policy, managed, status["phase"])))
+        work.act(list(taint_actions(work.snapshot, policy, managed, status.phase)))
     if pauses:
-        status[backoff.STATUS_KEY] = backoff.to_status(pauses)
-    previous = dict(work.snapshot.control.previous)
-    if meaningful(status) != meaningful(previous):
+        status = replace(status, eviction_backoff=backoff.to_status(pauses))
+    previous = work.snapshot.control.previous
+    if previous is None or status.settled() != previous.settled():
         work.act([WriteStatus(status), *phase_events(previous, status, managed[0] if managed else None)])
     return PassOutcome(work.snapshot, before, status, work.outcomes, work.transitions, started)
 
@@ -135,38 +139,38 @@ def reconcile(
 
 def _pooled(
     work: _Pass, policy: Policy, fleet: Fleet, acknowledged: set[str], preflight: Preflight | None,
-    waiting: list[dict[str, str]],
-) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    waiting: list[NodeWaiting],
+) -> tuple[RolloutStatus, RolloutStatus, list[str]]:
     """Starts and status pool by pool (core/fleet/pool_shares.py): each pool judged halted or paused by its own
-    status, and started under its own policy; the whole's status made of theirs."""
+    status, and started under its own policy; the whole's status made of theirs (core/report/pooled.py)."""
     now, previous = work.now, work.snapshot.control.previous
     parts = pools.shares(work.snapshot, policy, fleet)
 
-    def judged(share: pools.Share, schedule: Schedule | None) -> dict[str, Any]:
-        scope = Scope(share, pools.previous_of(previous, share.name), f"census:{share.name}")
+    def judged(share: pools.Share, schedule: Schedule | None) -> RolloutStatus:
+        scope = Scope(share, share.name)
         return rollout_status(work.snapshot, share.policy, scope, now, acknowledged, Decided(schedule, waiting))
 
     firsts = [judged(share, None) for share in parts]
-    halted = any(b["phase"] == "Halted" for b in firsts)
+    halted = any(b.phase is Phase.HALTED for b in firsts)
     started: list[str] = []
     schedules: list[Schedule] = []
     for share, first in zip(parts, firsts, strict=True):
-        may = first["phase"] not in ("Halted", "Paused") and not (halted and policy.halt_across_pools)
+        may = first.phase not in STOPPED and not (halted and policy.halt_across_pools)
         part = starting.Part(
             [work.snapshot.nodes[n.name] for n in share.managed],  # as this pass's earlier starts left them
             [work.snapshot.nodes[n] for n in [*share.skipped, *(n for n, _ in share.invalid)]],
-            pools.previous_of(previous, share.name), share.stage_prefix, f"census:{share.name}",
+            previous.pool(share.name) if previous is not None else None, share.stage_prefix, f"census:{share.name}",
         )
         schedule, starts = starting.start_nodes(work.snapshot, share.policy, now, may, acknowledged, preflight, part)
         schedules.append(schedule)
         done = work.act(starts)
         started += [o.action.node for o in done if o.ok and isinstance(o.action, Transition)]
 
-    def whole(entries: list[dict[str, Any]], with_waits: bool) -> dict[str, Any]:
+    def whole(entries: list[PoolStatus], with_waits: bool) -> RolloutStatus:
         base = rollout_status(work.snapshot, policy, Scope(fleet), now, acknowledged,
                               Decided(waiting=waiting if with_waits else None))
-        return pools.combined(base, entries, policy)
+        return combined(base, entries, policy.halt_across_pools)
 
-    before = whole([pools.entry(s, b) for s, b in zip(parts, firsts, strict=True)], False)
-    lasts = [pools.entry(s, judged(s, sc)) for s, sc in zip(parts, schedules, strict=True)]
+    before = whole([pool_entry(s.name, s.selects, b) for s, b in zip(parts, firsts, strict=True)], False)
+    lasts = [pool_entry(s.name, s.selects, judged(s, sc)) for s, sc in zip(parts, schedules, strict=True)]
     return before, whole(lasts, True), started

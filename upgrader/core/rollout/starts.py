@@ -6,14 +6,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import Any
 
 from upgrader.core.fleet.managed import fleet
 from upgrader.core.fleet.pdb_choice import pdb_check
 from upgrader.core.fleet.preflight import Hold, Preflight, hold, hold_marks, node_findings
 from upgrader.core.model.actions import Action, Annotate, Event
 from upgrader.core.model.gpupods import GpuClaims
-from upgrader.core.model.kinds import HoldKind
 from upgrader.core.model.states import (
     DRIVER_DELETED_AT,
     FAILED_AT,
@@ -42,6 +40,8 @@ from upgrader.core.node.machine import fire
 from upgrader.core.policy.alert_gate import gate_verdict
 from upgrader.core.policy.policy import OnInsufficientCapacity, OnNodeFailure, Policy
 from upgrader.core.policy.windows import verdict
+from upgrader.core.report.document import LastStatus
+from upgrader.core.report.kinds import HoldKind
 from upgrader.core.rollout.census import census
 from upgrader.core.rollout.node_events import waiting_events
 from upgrader.core.rollout.schedule import (
@@ -65,7 +65,7 @@ class Part:
 
     nodes: list[NodeView]
     bystanders: list[NodeView]
-    previous: Mapping[str, Any]
+    previous: LastStatus | None
     stage_prefix: str
     slot: str  # its census's (core/rollout/census.py)
 
@@ -88,7 +88,7 @@ def start_nodes(
         bystanders = [snapshot.nodes[name] for name in [*split.skipped, *(name for name, _ in split.invalid)]]
         part = Part(split.managed, bystanders, snapshot.control.previous, "", "census")
     nodes = part.nodes
-    last = part.previous.get("current_domain")
+    last = part.previous.current_domain if part.previous is not None else None
     prefix = part.stage_prefix
     promoted = snapshot.control.promoted
     if prefix:
@@ -102,8 +102,7 @@ def start_nodes(
         hold=hold_check(snapshot, policy, now, preflight) if preflight is not None else None,
         pdbs=pdb_check(snapshot) if policy.pdb_aware_starts else None,
     )
-    standing = Standing(settled_failures(nodes, policy, acknowledged), last if isinstance(last, str) else None,
-                        promoted)
+    standing = Standing(settled_failures(nodes, policy, acknowledged), last, promoted)
     schedule = plan_starts(Nodes(nodes, part.bystanders, grouping=grouping), policy, now,
                            may_start and policy.auto_upgrade, standing, checks)
     if prefix and schedule.wait is not None and schedule.wait.stage is not None:

@@ -6,12 +6,10 @@ The same words reach `upgrader status`, the status ConfigMap, Events and metrics
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 from upgrader.core.model.actions import Action, Event
-from upgrader.core.model.kinds import Phase, block_runbook, hold_runbook
 from upgrader.core.model.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
@@ -31,73 +29,68 @@ from upgrader.core.model.states import (
 from upgrader.core.model.timefmt import parse_or_none, rfc3339
 from upgrader.core.model.views import Control, NodeView, Snapshot
 from upgrader.core.policy.policy import OnNodeFailure, Policy
+from upgrader.core.report.document import LastStatus, RolloutStatus
+from upgrader.core.report.entries import (
+    Budget,
+    DomainCount,
+    InvalidNode,
+    NodeBlocked,
+    NodeFailed,
+    NodeHeld,
+    NodeInProgress,
+    NodeWaiting,
+    Target,
+)
+from upgrader.core.report.kinds import Phase, block_runbook, hold_runbook
 from upgrader.core.rollout.census import census
 from upgrader.core.rollout.eta import estimate
 from upgrader.core.rollout.schedule import Schedule, canary_domain, domain_of
 from upgrader.core.rollout.waits import Wait
 
 
-def blocked_nodes(snapshot: Snapshot, managed: list[str]) -> list[dict[str, Any]]:
+def blocked_nodes(snapshot: Snapshot, managed: list[str]) -> list[NodeBlocked]:
     out = []
     for name in managed:
         node = snapshot.nodes[name]
         kind = node.annotations.get(BLOCKED_KIND)
         if kind and node.state in IN_PROGRESS:  # only a node being worked on can be blocked
-            out.append(
-                {
-                    "node": name,
-                    "state": node.state.value,
-                    "kind": kind,
-                    "reason": node.annotations.get(BLOCKED_REASON, ""),
-                    "since": node.annotations.get(BLOCKED_SINCE, ""),
-                    "runbook": block_runbook(kind),
-                }
-            )
+            out.append(NodeBlocked(name, node.state.value, kind, node.annotations.get(BLOCKED_REASON, ""),
+                                   node.annotations.get(BLOCKED_SINCE, ""), block_runbook(kind)))
     return out
 
 
-def held_nodes(snapshot: Snapshot, managed: list[str]) -> list[dict[str, Any]]:
+def held_nodes(snapshot: Snapshot, managed: list[str]) -> list[NodeHeld]:
     """Nodes the preflight keeps at upgrade-required (core/fleet/preflight.py), as recorded on them."""
     out = []
     for name in managed:
         node = snapshot.nodes[name]
         kind = node.annotations.get(HELD_KIND)
         if kind and node.state is State.UPGRADE_REQUIRED:
-            out.append(
-                {
-                    "node": name,
-                    "kind": kind,
-                    "reason": node.annotations.get(HELD_REASON, ""),
-                    "since": node.annotations.get(HELD_SINCE, ""),
-                    "runbook": hold_runbook(kind),
-                }
-            )
+            out.append(NodeHeld(name, kind, node.annotations.get(HELD_REASON, ""),
+                                node.annotations.get(HELD_SINCE, ""), hold_runbook(kind)))
     return out
 
 
-def failed_nodes(snapshot: Snapshot, managed: list[str], acknowledged: set[str]) -> list[dict[str, Any]]:
+def failed_nodes(snapshot: Snapshot, managed: list[str], acknowledged: set[str]) -> list[NodeFailed]:
     out = []
     for name in managed:
         node = snapshot.nodes[name]
         if node.state is State.FAILED:
             kind = node.annotations.get(FAILED_KIND, "failed")
             out.append(
-                {
-                    "node": name,
-                    "kind": kind,
-                    "reason": node.annotations.get(FAILED_REASON, "(no reason recorded)"),
-                    "since": node.annotations.get(FAILED_AT, ""),
-                    "acknowledged": name in acknowledged,
-                    "state": node.annotations.get(FAILED_STATE, ""),  # the state it failed in
-                    "runbook": block_runbook(kind),
-                }
+                NodeFailed(
+                    name, kind, node.annotations.get(FAILED_REASON, "(no reason recorded)"),
+                    node.annotations.get(FAILED_AT, ""), name in acknowledged,
+                    node.annotations.get(FAILED_STATE, ""),  # the state it failed in
+                    block_runbook(kind),
+                )
             )
     return out
 
 
-def _managed_waits(waiting: list[dict[str, str]], managed: list[str], blocked: set[str]) -> list[dict[str, str]]:
+def _managed_waits(waiting: list[NodeWaiting], managed: list[str], blocked: set[str]) -> list[NodeWaiting]:
     names = set(managed) if waiting else set()
-    return [w for w in waiting if w["node"] in names and w["node"] not in blocked]
+    return [w for w in waiting if w.node in names and w.node not in blocked]
 
 
 def halt_reason(
@@ -114,25 +107,25 @@ def halt_reason(
     if blocked:
         b = blocked[0]
         more = f" (and {len(blocked) - 1} more blocked)" if len(blocked) > 1 else ""
-        return f"{b['node']} blocked in {b['state']} since {b['since']}: {b['reason']}{more}; see {b['runbook']}"
+        return f"{b.node} blocked in {b.state} since {b.since}: {b.reason}{more}; see {b.runbook}"
     failures = failed_nodes(snapshot, managed if watched is None else watched, acknowledged)
     if not failures:
         return None
     canary = canary_domain([snapshot.nodes[n] for n in managed], policy)
     for failure in failures:
-        if failure["acknowledged"]:
+        if failure.acknowledged:
             continue
-        in_canary = domain_of(snapshot.nodes[failure["node"]], policy) == canary
+        in_canary = domain_of(snapshot.nodes[failure.node], policy) == canary
         if in_canary or policy.on_node_failure is OnNodeFailure.HALT:
             where = (
                 "canary domain " + str(canary)
                 if in_canary
-                else "domain " + domain_of(snapshot.nodes[failure["node"]], policy)
+                else "domain " + domain_of(snapshot.nodes[failure.node], policy)
             )
-            state = f" in {failure['state']}" if failure["state"] else ""
+            state = f" in {failure.state}" if failure.state else ""
             return (
-                f"{failure['node']} upgrade-failed{state} ({where}) at {failure['since']}: {failure['reason']}; "
-                f"see {failure['runbook']}"
+                f"{failure.node} upgrade-failed{state} ({where}) at {failure.since}: {failure.reason}; "
+                f"see {failure.runbook}"
             )
     return None
 
@@ -151,12 +144,20 @@ class Members(Protocol):
 
 @dataclass(frozen=True)
 class Scope:
-    """Whose status: `members`; `previous`, the last status written of them (a pool's entry,
-    core/fleet/pool_shares.py; None: the whole's); `slot`, where their census is kept (census.py)."""
+    """Whose status: `members`, the whole fleet's (`pool` None) or a pool's (core/fleet/pool_shares.py).
+    A pool's is judged against its entry in the last status, and its census kept apart (census.py)."""
 
     members: Members
-    previous: Mapping[str, Any] | None = None
-    slot: str = "census"
+    pool: str | None = None
+
+    def previous(self, control: Control) -> LastStatus | None:
+        """The last status written of these members."""
+        whole = control.previous
+        return whole if self.pool is None or whole is None else whole.pool(self.pool)
+
+    @property
+    def slot(self) -> str:
+        return "census" if self.pool is None else f"census:{self.pool}"
 
 
 @dataclass(frozen=True)
@@ -165,14 +166,14 @@ class Decided:
     are chosen, to tell halted or paused) and the nodes that wait normally (None: not reported)."""
 
     schedule: Schedule | None = None
-    waiting: list[dict[str, str]] | None = None
+    waiting: list[NodeWaiting] | None = None
 
 
 def rollout_status(
     snapshot: Snapshot, policy: Policy, scope: Scope, now: float, acknowledged: set[str], decided: Decided = Decided()
-) -> dict[str, Any]:
+) -> RolloutStatus:
     """The status of `scope`'s nodes at `now`, as `decided` this pass."""
-    members, schedule, waiting, previous = scope.members, decided.schedule, decided.waiting, scope.previous
+    members, schedule, waiting = scope.members, decided.schedule, decided.waiting
     managed, skipped, invalid = [n.name for n in members.managed], members.skipped, members.invalid
     counted = census(snapshot, policy, managed, scope.slot)
     nodes, watched = counted.nodes, counted.watched
@@ -191,21 +192,16 @@ def rollout_status(
     else:
         phase = Phase.RUNNING
     blocked = blocked_nodes(snapshot, watched)
-    blocked_names = {b["node"] for b in blocked}
+    blocked_names = {b.node for b in blocked}
     per_domain, order = counted.per_domain, counted.order
     domains = []
     for name in order:
         counts = per_domain.get(name, Counter())
         domains.append(
-            {
-                "name": name,
-                "canary": name == order[0],
-                "nodes": counts.total(),
-                "done": counts[State.DONE],
-                "in_progress": sum(counts[s] for s in IN_PROGRESS),
-                "failed": counts[State.FAILED],
-                "by_state": {**{s.value: counts[s] for s in State}, UNLABELLED: counts[None]},
-            }
+            DomainCount(
+                name, name == order[0], counts.total(), counts[State.DONE], sum(counts[s] for s in IN_PROGRESS),
+                counts[State.FAILED], {**{s.value: counts[s] for s in State}, UNLABELLED: counts[None]},
+            )
         )
     message = {
         Phase.PAUSED: paused_message(snapshot.control, halt, failed, bool(blocked_names)) if snapshot.control.paused
@@ -219,61 +215,55 @@ def rollout_status(
     }[phase]
     # What no node starting waits on, for scripts and `-o json`; the message says it in words.
     wait = schedule.wait if schedule and phase is Phase.RUNNING else None
-    return {
-        "phase": phase.value,
-        "message": message,
-        "halt_reason": halt,
-        # The intent this status was judged under, as the controller read it (kept if its object is lost)
-        "paused": snapshot.control.paused,
-        "paused_since": paused_since,
-        "waiting_on": wait.to_dict() if wait else None,
-        "waiting_since": waiting_since(wait, snapshot.control.previous if previous is None else previous, now),
-        # None without maintenanceWindows (always open); else open now or not, until when, next opening
-        "maintenance_window": schedule.window.to_dict() if schedule and schedule.window.windows else None,
-        # None without alertGate; else open or not, the matching alerts firing, or why Prometheus could not say
-        "alert_gate": schedule.gate.to_dict() if schedule and schedule.gate.url else None,
-        "nodes_total": len(nodes),
-        "nodes_by_state": by_state,
-        "current_domain": schedule.current_domain if schedule else None,
-        "next_domain": next_domain(domains, schedule.current_domain if schedule else None),
-        "domains": domains,
-        # When it should be done, from the observed per-node durations (core/rollout/eta.py); None: cannot say yet
-        "eta": estimate(nodes, policy.max_parallel_upgrades, policy.failure_domains.soak_seconds,
-                        _domains_after(domains, schedule.current_domain if schedule else None)),
-        # What the nodes are upgraded to: each driver DaemonSet's newest revision and its driver
-        "targets": [
-            {"daemonset": f"{d.namespace}/{d.name}", "driver_version": d.driver_version or "",
-             "revision": d.newest_hash or ""}
-            for d in snapshot.driver_sets
-        ],
-        "in_progress": [
-            {"node": n.name, "state": n.state.value, "since": n.annotations.get(STATE_SINCE, "")}
+    current = schedule.current_domain if schedule else None
+    return RolloutStatus(
+        phase=phase,
+        message=message,
+        halt_reason=halt,
+        paused=snapshot.control.paused,
+        paused_since=paused_since,
+        waiting_on=wait.report() if wait else None,
+        waiting_since=waiting_since(wait, scope.previous(snapshot.control), now),
+        maintenance_window=schedule.window.report() if schedule and schedule.window.windows else None,
+        alert_gate=schedule.gate.report() if schedule and schedule.gate.url else None,
+        nodes_total=len(nodes),
+        nodes_by_state=by_state,
+        current_domain=current,
+        next_domain=next_domain(domains, current),
+        domains=tuple(domains),
+        eta=estimate(nodes, policy.max_parallel_upgrades, policy.failure_domains.soak_seconds,
+                     _domains_after(domains, current)),
+        targets=tuple(
+            Target(f"{d.namespace}/{d.name}", d.driver_version or "", d.newest_hash or "") for d in snapshot.driver_sets
+        ),
+        in_progress=tuple(
+            NodeInProgress(n.name, n.state.value, n.annotations.get(STATE_SINCE, ""))
             for n in counted.in_progress
             if n.state is not None
-        ],
-        "interlocks": [i.text for i in snapshot.interlocks],
-        "blocked": blocked,
-        "held": held_nodes(snapshot, watched),
-        "waiting": _managed_waits(waiting or [], managed, blocked_names),
-        "failed": failed,
-        "skipped": skipped,
-        "invalid": [{"node": n, "reason": r} for n, r in invalid],
-        "budget": {
-            "in_progress": schedule.in_progress if schedule else by_state_in_progress(by_state),
-            "max_parallel_upgrades": policy.max_parallel_upgrades,
-            "unavailable": schedule.unavailable if schedule else None,
-            "max_unavailable": schedule.max_unavailable if schedule else policy.max_unavailable_nodes(len(nodes)),
-        },
-        "updated_at": rfc3339(now),
-    }
+        ),
+        interlocks=tuple(i.text for i in snapshot.interlocks),
+        blocked=tuple(blocked),
+        held=tuple(held_nodes(snapshot, watched)),
+        waiting=tuple(_managed_waits(waiting or [], managed, blocked_names)),
+        failed=tuple(failed),
+        skipped=tuple(skipped),
+        invalid=tuple(InvalidNode(n, r) for n, r in invalid),
+        budget=Budget(
+            schedule.in_progress if schedule else by_state_in_progress(by_state),
+            policy.max_parallel_upgrades,
+            schedule.unavailable if schedule else None,
+            schedule.max_unavailable if schedule else policy.max_unavailable_nodes(len(nodes)),
+        ),
+        updated_at=rfc3339(now),
+    )
 
 
-def next_domain(domains: list[dict[str, Any]], current: str | None) -> str | None:
+def next_domain(domains: list[DomainCount], current: str | None) -> str | None:
     """The domain that goes after `current` (or first, with none under way): the first one after it,
     in the rollout's order, with nodes not yet done."""
-    names = [str(d["name"]) for d in domains]
+    names = [d.name for d in domains]
     after = names.index(current) + 1 if current in names else 0
-    pending = [str(d["name"]) for d in domains[after:] if d["done"] < d["nodes"] and d["name"] != current]
+    pending = [d.name for d in domains[after:] if d.done < d.nodes and d.name != current]
     return pending[0] if pending else None
 
 
@@ -282,25 +272,28 @@ def pause_since(control: Control, now: float) -> str | None:
     the pause lasts, else now (None when not paused)."""
     if not control.paused:
         return None
-    kept = control.previous.get("paused_since") if control.previous.get("paused") else None
-    return str(kept) if isinstance(kept, str) else rfc3339(now)
+    last = control.previous
+    kept = last.paused_since if last is not None and last.paused else None
+    return kept if kept is not None else rfc3339(now)
 
 
-def during_pause_first(failed: list[dict[str, Any]], paused_since: str | None) -> list[dict[str, Any]]:
+def during_pause_first(failed: list[NodeFailed], paused_since: str | None) -> list[NodeFailed]:
     """Failures that happened during the pause (both stamps by the controller) marked, and listed first."""
     start = parse_or_none(paused_since)
-    for entry in failed:
-        at = parse_or_none(entry["since"])
-        entry["during_pause"] = start is not None and at is not None and at >= start
-    return sorted(failed, key=lambda f: not f["during_pause"])
+
+    def marked(entry: NodeFailed) -> NodeFailed:
+        at = parse_or_none(entry.since)
+        return replace(entry, during_pause=start is not None and at is not None and at >= start)
+
+    return sorted((marked(f) for f in failed), key=lambda f: not f.during_pause)
 
 
-def paused_message(control: Control, halt: str | None, failed: list[dict[str, Any]], blocked: bool) -> str:
+def paused_message(control: Control, halt: str | None, failed: list[NodeFailed], blocked: bool) -> str:
     """A pause says what else holds the rollout: resuming alone never passes a halt."""
     paused = f"paused: {control.kept}" if control.kept else "paused by an operator"
     if halt is None:
         return f"{paused}; `upgrader resume` continues"
-    during = [f["node"] for f in failed if f["during_pause"] and not f["acknowledged"]]
+    during = [f.node for f in failed if f.during_pause and not f.acknowledged]
     when = f"; failed during the pause: {', '.join(during)}" if during else ""
     if blocked:  # blocks halt first (halt_reason)
         todo = "`upgrader resume` ends the pause; the block ends when its cause is gone"
@@ -309,38 +302,35 @@ def paused_message(control: Control, halt: str | None, failed: list[dict[str, An
     return f"{paused}, and halted: {halt}{when}; {todo}"
 
 
-def waiting_since(wait: Wait | None, previous: Mapping[str, Any], now: float) -> str | None:
+def waiting_since(wait: Wait | None, previous: LastStatus | None, now: float) -> str | None:
     """Since when the rollout waits on this: kept while `waiting_on` stays the same, else now."""
     if wait is None:
         return None
-    same = wait.to_dict() == previous.get("waiting_on") and isinstance(previous.get("waiting_since"), str)
-    return str(previous["waiting_since"]) if same else rfc3339(now)
+    same = previous is not None and previous.waiting_on == wait.report() and previous.waiting_since is not None
+    return previous.waiting_since if same and previous is not None else rfc3339(now)
 
 
 def by_state_in_progress(by_state: dict[str, int]) -> int:
     return sum(by_state[s.value] for s in IN_PROGRESS)
 
 
-def _domains_after(domains: list[dict[str, Any]], current: str | None) -> int:
+def _domains_after(domains: list[DomainCount], current: str | None) -> int:
     """Domains after the current one with a node still to start: each brings a soak."""
-    names = [d["name"] for d in domains]
+    names = [d.name for d in domains]
     after = domains[names.index(current) + 1:] if current in names else []
-    return sum(1 for d in after if d["by_state"].get(State.UPGRADE_REQUIRED.value))
+    return sum(1 for d in after if d.by_state.get(State.UPGRADE_REQUIRED.value))
 
 
-def meaningful(status: dict[str, Any]) -> dict[str, Any]:
-    """The status without its timestamp, to decide whether it is worth writing again."""
-    return {k: v for k, v in status.items() if k != "updated_at"}
-
-
-def phase_events(previous: Mapping[str, Any], status: Mapping[str, Any], first_node: str | None = None) -> list[Action]:
+def phase_events(previous: RolloutStatus | None, status: RolloutStatus, first_node: str | None = None) -> list[Action]:
     """A Warning on the node that halted the rollout, when the rollout becomes Halted. Not again when a
     pause ends over the halt it was paused on: a Paused status keeps its `halt_reason`."""
-    if status["phase"] != "Halted" or previous.get("phase") == "Halted":
+    before = previous.phase if previous is not None else None
+    if status.phase is not Phase.HALTED or before is Phase.HALTED:
         return []
-    if previous.get("phase") == "Paused" and previous.get("halt_reason") == status["halt_reason"]:
+    if previous is not None and before is Phase.PAUSED and previous.halt_reason == status.halt_reason:
         return []
-    culprit = (status["blocked"] or status["failed"] or [{}])[0].get("node")
-    if culprit is None and status.get("interlocks"):
+    named = [b.node for b in status.blocked] + [f.node for f in status.failed]
+    culprit = named[0] if named else None
+    if culprit is None and status.interlocks:
         culprit = first_node  # an interlock names no node: the Event goes on the first one managed
-    return [Event(culprit, "Warning", f"rollout {status['message']}")] if culprit else []
+    return [Event(culprit, "Warning", f"rollout {status.message}")] if culprit else []

@@ -22,7 +22,6 @@ from upgrader.core.model.actions import (
     SetUnschedulable,
     Transition,
 )
-from upgrader.core.model.kinds import BlockKind, FailureKind
 from upgrader.core.model.states import (
     BLOCKED_KIND,
     BLOCKED_REASON,
@@ -49,6 +48,8 @@ from upgrader.core.node.context import NodeContext, context
 from upgrader.core.node.machine import fire
 from upgrader.core.node.steps import STEPS, Blocked, Step, clock_set_by_hand, entry_annotations, keep_cordoned
 from upgrader.core.policy.policy import OnBlockedTimeout, Policy
+from upgrader.core.report.entries import NodeWaiting
+from upgrader.core.report.kinds import BlockKind, FailureKind
 
 CLEAR_BLOCK: dict[str, str | None] = {BLOCKED_KIND: None, BLOCKED_REASON: None, BLOCKED_SINCE: None}
 
@@ -262,19 +263,15 @@ def clear_if_blocked(node: NodeView) -> dict[str, str | None]:
     return dict(CLEAR_BLOCK) if node.annotations.get(BLOCKED_KIND) else {}
 
 
-def waiting_entry(ctx: NodeContext, concluded: Conclusion) -> dict[str, str] | None:
+def waiting_entry(ctx: NodeContext, concluded: Conclusion) -> NodeWaiting | None:
     """A node that waits normally this pass (not blocked, not moving on), for the status."""
     actions = concluded.actions
     if not concluded.waiting or any(isinstance(a, Transition) for a in actions) or ctx.node.state is None:
         return None
     if any(isinstance(a, Annotate) and a.annotations.get(BLOCKED_KIND) for a in actions):
         return None
-    return {
-        "node": ctx.node.name,
-        "state": ctx.node.state.value,
-        "reason": concluded.waiting,
-        "since": ctx.node.annotations.get(STATE_SINCE, ""),
-    }
+    since = ctx.node.annotations.get(STATE_SINCE, "")
+    return NodeWaiting(ctx.node.name, ctx.node.state.value, concluded.waiting, since)
 
 
 def _refusals(step: Step, outcomes: Sequence[Outcome], disrupted: frozenset[str]) -> tuple[Blocked | None, str]:

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from upgrader.core.fleet.preflight import Hold
-from upgrader.core.model.kinds import WaitReason, hold_runbook
 from upgrader.core.model.states import HELD_KIND, IN_PROGRESS, SKIP_LABEL, WAS_UNSCHEDULABLE, State
 from upgrader.core.model.timefmt import rfc3339
 from upgrader.core.model.views import NodeView
 from upgrader.core.policy.alert_gate import GateVerdict, closed_text
 from upgrader.core.policy.windows import YEARS, Verdict
+from upgrader.core.report.entries import WaitingOn, WaitNode
+from upgrader.core.report.kinds import WaitReason, hold_runbook
 
 NAMED = 10  # nodes a sentence names before "and N more"
 FIX_NAMED = 5  # nodes a remedy names before "and N more"
@@ -53,18 +53,13 @@ class Wait:
     alerts: tuple[str, ...] = ()  # alert-firing: the matching alerts, so a change of them is a new wait
     stage: tuple[str, str] | None = None  # a soak or a promotion wait: the stage and its finish, to promote
 
-    def to_dict(self) -> dict[str, Any]:
+    def report(self) -> WaitingOn:
         """The status's `waiting_on`; nothing in it changes from pass to pass while the wait is the same."""
-        return {
-            "reason": self.reason.value,
-            "domain": self.domain,
-            "nodes": [{"node": b.node, "why": b.why} for b in self.nodes[:LISTED]],
-            "count": len(self.nodes),
-            "next": self.next,
-            "until": self.until,
-            "runbook": self.runbook,
-        } | ({"alerts": list(self.alerts)} if self.alerts else {}) | (
-            {"stage": self.stage[0], "finished_at": self.stage[1]} if self.stage else {})
+        stage, finished_at = self.stage or (None, None)
+        return WaitingOn(
+            self.reason, self.domain, tuple(WaitNode(b.node, b.why) for b in self.nodes[:LISTED]), len(self.nodes),
+            self.next, self.until, self.runbook, self.alerts, stage, finished_at,
+        )
 
 
 def behind(node: NodeView, bystander: bool = False) -> Behind:

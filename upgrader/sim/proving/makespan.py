@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from upgrader.controller.loop import Controller, PassReport
 from upgrader.core.model.states import State
+from upgrader.core.report.kinds import Phase
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.controllers.settings import SimSettings
 from upgrader.sim.proving.invariants import RolloutRecorder
@@ -141,12 +142,12 @@ def run_until_done(
         if on_pass is not None:
             on_pass(passes, report)
         status = report.status
-        if (status.get("nodes_by_state") or {}).get(State.DONE.value) == nodes:
+        if status is not None and status.nodes_by_state.get(State.DONE.value) == nodes:
             return passes
-        if status.get("phase") == "Halted":
-            raise RuntimeError(f"rollout halted: {status.get('message')}")
+        if status is not None and status.phase is Phase.HALTED:
+            raise RuntimeError(f"rollout halted: {status.message}")
         step = pass_seconds
-        soaking = str(status.get("message", "")).startswith("soaking")
+        soaking = status is not None and status.message.startswith("soaking")
         idle = skip_idle and not report.outcomes and report.error is None and not soaking
         due = cluster.store.timers.next_due() if idle else None
         if due is not None:
