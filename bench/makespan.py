@@ -71,7 +71,7 @@ def run(args: argparse.Namespace, seed: int) -> tuple[list[str], dict[str, float
 
     def progress(passes: int, report: PassReport) -> None:
         if args.verbose and passes % 500 == 0:
-            done = (report.status.get("nodes_by_state") or {}).get("upgrade-done", 0)
+            done = report.status.nodes_by_state.get("upgrade-done", 0) if report.status is not None else 0
             print(f"  seed {seed} pass {passes}: {done} done, {time.perf_counter() - wall:.0f} s wall", flush=True)
 
     passes = run_until_done(cluster, controller, args.nodes, args.pass_seconds, 10 * 86400, progress,

@@ -96,7 +96,7 @@ def main() -> None:
                     "wall_ms": round(wall * 1000, 1),
                     "requests": sent,
                     "unreachable": lost,
-                    "phase": report.status.get("phase"),
+                    "phase": report.status.phase.value if report.status is not None else None,
                     "started": sorted(
                         o.action.node for o in report.outcomes
                         if o.ok and isinstance(o.action, Transition) and o.action.source == "upgrade-required"

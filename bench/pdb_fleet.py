@@ -164,7 +164,7 @@ def one_run(policy_map: dict[str, Any], nodes: int, seed: int) -> dict[str, floa
     while passes < 40_000:
         report = controller.reconcile()
         passes += 1
-        if (report.status.get("nodes_by_state") or {}).get("upgrade-done", 0) == nodes:
+        if done_count(report.status) == nodes:
             break
         cluster.advance(1.0)
     seen = timeline(recorder, info.nodes)
@@ -194,6 +194,14 @@ def idle_node_seconds(recorder: Any, evictions: list[Any], node_of: dict[str, st
         if node is not None and r.status in (200, 201):
             last[node] = max(last.get(node, r.time), r.time)
     return sum(max(0.0, last[n] - entered[n]) for n in last if n in entered)
+
+
+def done_count(status: Any) -> int:
+    """Nodes upgrade-done in a pass's status: a RolloutStatus, or the dict of the trees before it (issue 27)."""
+    if status is None:
+        return 0
+    by_state = status.get("nodes_by_state") or {} if isinstance(status, dict) else status.nodes_by_state
+    return int(by_state.get("upgrade-done", 0))
 
 
 def subject_process(subject: str, nodes: int, seed: int) -> dict[str, float]:

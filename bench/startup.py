@@ -41,7 +41,7 @@ controller.freeze_heap = True  # as run_until_signalled sets it
 report = controller.reconcile()
 stop.set()
 controller.elector.release()  # as `upgrader run` does when stopped: the next round finds the Lease free
-sys.exit(0 if report.error is None and report.status else 1)
+sys.exit(0 if report.error is None and report.status is not None else 1)
 """
 
 
