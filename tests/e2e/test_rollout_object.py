@@ -174,10 +174,16 @@ def test_a_pause_in_the_old_control_configmap_is_carried_over_until_resume() -> 
 
 
 def test_paused_over_a_halt_is_both_paused_and_halted() -> None:
-    from upgrader.core.policy.rollout_object import Verdict, conditions
+    from dataclasses import replace
 
-    report = {"updated_at": "2026-12-03T10:00:00Z", "message": "paused", "halt_reason": "gpu-a-01 blocked in drain"}
-    got = {c["type"]: c["status"] for c in conditions("Paused", report, Verdict(1, 1), [])}
+    from upgrader.core.policy.rollout_object import Verdict, conditions
+    from upgrader.core.report.document import RolloutStatus
+    from upgrader.core.report.kinds import Phase
+
+    at = "2026-12-03T10:00:00Z"
+    report = RolloutStatus(Phase.PAUSED, "paused", "gpu-a-01 blocked in drain", paused=True, updated_at=at)
+    got = {c["type"]: c["status"] for c in conditions("Paused", report, Verdict(1, 1), [], at)}
     assert got == {"Valid": "True", "Paused": "True", "Halted": "True", "Progressing": "False", "Complete": "False"}
-    got = {c["type"]: c["status"] for c in conditions("Paused", {**report, "halt_reason": None}, Verdict(1, 1), [])}
+    unhalted = replace(report, halt_reason=None)
+    got = {c["type"]: c["status"] for c in conditions("Paused", unhalted, Verdict(1, 1), [], at)}
     assert got["Halted"] == "False" and got["Paused"] == "True"

@@ -32,7 +32,7 @@ from upgrader.core.policy.rollout_object import (
     read_intent,
     settled,
 )
-from upgrader.core.report.document import read_status
+from upgrader.core.report.document import RolloutStatus, read_status
 from upgrader.inputs import ConfigError
 from upgrader.kube.api import KubeApi
 from upgrader.kube.rollout_object import read_rollout, write_rollout_status
@@ -151,11 +151,12 @@ class RolloutIntent:
             kept=kept,
         )
 
-    def write(self, report: Mapping[str, Any]) -> bool:
-        """The object's status from this pass's report, written when it says something new."""
+    def write(self, report: RolloutStatus | None, judged_at: str) -> bool:
+        """The object's status from this pass's report (None: no spec was ever valid), written when it
+        says something new."""
         writer = Writer(__version__, f"{self.settings.namespace}/{self.settings.lease_name}", self.settings.identity)
         current = self.obj.get("status") or {}
-        status = object_status(report, self.verdict(), writer, current, self.spec_in_force)
+        status = object_status(report, self.verdict(), writer, current, self.spec_in_force, judged_at)
         if settled(status) == settled(current):
             return False
         self.obj = write_rollout_status(self.api, self.name, status)

@@ -20,7 +20,7 @@ from upgrader.core.model.timefmt import rfc3339
 from upgrader.core.node.facts import FactsCarry
 from upgrader.core.policy.notices import notices, staged_canary
 from upgrader.core.policy.policy import OnInsufficientCapacity, Policy
-from upgrader.core.report.document import RolloutStatus, to_dict
+from upgrader.core.report.document import RolloutStatus
 from upgrader.core.report.entries import WaitingOn
 from upgrader.core.rollout.node_events import waiting_line
 from upgrader.core.rollout.reconcile import reconcile
@@ -271,7 +271,7 @@ class Controller:
             self._notify(snapshot.control.previous, result.status)
         if intent is not None and writer.may_write():
             try:
-                intent.write(to_dict(result.status))
+                intent.write(result.status, rfc3339(now))
             except ApiError as exc:
                 writer.errors.append(f"status of {intent.label}: {exc}")
         if self.freeze_heap and cache is not None and cache.synced:
@@ -304,10 +304,9 @@ class Controller:
 
     def _status_only(self, intent: RolloutIntent) -> PassReport:
         """The pass of a rollout whose spec was never valid: its status says why, nothing else moves."""
-        report = {"phase": "Invalid", "message": intent.problem or "", "updated_at": rfc3339(self.clock())}
         writer = _Writer(self, Applier(self.api, self.settings, {}, self.clock()))
         if writer.may_write():
-            intent.write(report)
+            intent.write(None, rfc3339(self.clock()))
         return PassReport(acted=not writer.closed, error=intent.problem)
 
     def run(self, stop: threading.Event, wake: threading.Event | None = None) -> None:

@@ -5,13 +5,14 @@ the Kubernetes API conventions write them (docs/policy.md#the-rollout-object).""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
 from upgrader.core.model.input_errors import one_line, printable
 from upgrader.core.policy.policy import Policy, policy_from_mapping
+from upgrader.core.report.document import RolloutStatus, to_dict
 
 GROUP = "gpu-upgrader.io"
 VERSION = "v1alpha1"
@@ -94,25 +95,26 @@ class Writer:
 
 
 def object_status(
-    report: Mapping[str, Any],
+    report: RolloutStatus | None,
     verdict: Verdict,
     writer: Writer,
     previous: Mapping[str, Any],
     spec_in_force: Mapping[str, Any] | None,
+    judged_at: str,
 ) -> dict[str, Any]:
-    """The object's status from a pass's report (core/rollout/status.py's), `previous` the status it has."""
-    phase = "Invalid" if verdict.in_force is None else str(report.get("phase", ""))
-    by_state = {str(k): int(v) for k, v in (report.get("nodes_by_state") or {}).items() if v}
-    total = int(report.get("nodes_total") or 0)
+    """The object's status from a pass's report (core/rollout/status.py's; None when no spec was ever
+    valid: nothing is judged), `previous` the status it has, `judged_at` the pass's time."""
+    stamp = report.updated_at if report is not None else judged_at
+    phase = "Invalid" if verdict.in_force is None or report is None else report.phase.value
+    by_state = {k: v for k, v in report.nodes_by_state.items() if v} if report is not None else {}
+    total = report.nodes_total if report is not None else 0
     done = int(by_state.get("upgrade-done", 0))
-    blocked = [
-        {k: str(b.get(k, "")) for k in ("node", "state", "kind", "reason", "since", "runbook") if b.get(k)}
-        for b in report.get("blocked") or ()
-    ]
+    blocked = [{k: v for k, v in asdict(b).items() if v} for b in report.blocked] if report is not None else []
+    message = verdict.problem if verdict.in_force is None or report is None else report.message
     out: dict[str, Any] = {
         "observedGeneration": verdict.observed,
         "phase": phase,
-        "message": verdict.problem if verdict.in_force is None else str(report.get("message", "")),
+        "message": message,
         "progress": f"{done}/{total}",
         "nodesTotal": total,
         "nodesDone": done,
@@ -122,18 +124,22 @@ def object_status(
         "leaseHolder": writer.holder,
         "lease": writer.lease,
         "controllerVersion": writer.version,
-        "updatedAt": str(report.get("updated_at", "")),
-        "conditions": conditions(phase, report, verdict, previous.get("conditions") or ()),
-        "report": dict(report),
+        "updatedAt": stamp,
+        "conditions": conditions(phase, report, verdict, previous.get("conditions") or (), stamp),
+        # What `upgrader status` reads back: the report as the status ConfigMap holds it.
+        "report": to_dict(report) if report is not None else {"phase": phase, "message": message, "updated_at": stamp},
     }
-    wait = _waiting_on(report)
+    wait = _waiting_on(report) if report is not None else {}
     if wait:
         out["waitingOn"] = wait
-    for key, name in (("current_domain", "currentDomain"), ("next_domain", "nextDomain")):
-        if report.get(key):
-            out[name] = str(report[key])
-        elif report.get("pools"):  # each pool's, `<pool>:<domain>`, for `kubectl get dro`'s DOMAIN column
-            named = [f"{p['name']}:{p[key]}" for p in report["pools"] if isinstance(p, Mapping) and p.get(key)]
+    for name, own, of_pool in (
+        ("currentDomain", report.current_domain if report else None, lambda p: p.current_domain),
+        ("nextDomain", report.next_domain if report else None, lambda p: p.next_domain),
+    ):
+        if own:
+            out[name] = own
+        elif report is not None and report.pools:  # each pool's, `<pool>:<domain>`, for `kubectl get dro`'s DOMAIN
+            named = [f"{p.name}:{of_pool(p)}" for p in report.pools if of_pool(p)]
             if named:
                 out[name] = ", ".join(named)
     if spec_in_force is not None and verdict.in_force is not None:
@@ -142,29 +148,29 @@ def object_status(
     return out
 
 
-def _waiting_on(report: Mapping[str, Any]) -> dict[str, str]:
-    wait = report.get("waiting_on")
-    if not isinstance(wait, Mapping):
+def _waiting_on(report: RolloutStatus) -> dict[str, str]:
+    wait = report.waiting_on
+    if wait is None:
         return {}
     out = {
-        "reason": str(wait.get("reason") or ""),
-        "domain": str(wait.get("domain") or ""),
-        "until": str(wait.get("until") or ""),
-        "since": str(report.get("waiting_since") or ""),
-        "runbook": str(wait.get("runbook") or ""),
-        "stage": str(wait.get("stage") or ""),
-        "finishedAt": str(wait.get("finished_at") or ""),
+        "reason": wait.reason.value,
+        "domain": wait.domain or "",
+        "until": wait.until or "",
+        "since": report.waiting_since or "",
+        "runbook": wait.runbook or "",
+        "stage": wait.stage or "",
+        "finishedAt": wait.finished_at or "",
     }
     return {k: v for k, v in out.items() if v}
 
 
 def conditions(
-    phase: str, report: Mapping[str, Any], verdict: Verdict, previous: Any
+    phase: str, report: RolloutStatus | None, verdict: Verdict, previous: Any, now: str
 ) -> list[dict[str, Any]]:
     """Valid, Paused, Halted, Progressing, Complete; a condition's lastTransitionTime moves only
-    when its status does (the one `previous` holds is kept otherwise)."""
-    now = str(report.get("updated_at", ""))
-    message = str(report.get("message", ""))
+    when its status does (the one `previous` holds is kept otherwise). `now`: the pass's time."""
+    message = report.message if report is not None else ""
+    halt_reason = report.halt_reason if report is not None else None
     valid = (
         ("True", "SpecAccepted", f"generation {verdict.observed} is in force")
         if verdict.problem is None
@@ -184,10 +190,10 @@ def conditions(
         "Valid": valid,
         "Paused": ("True", "Paused", message) if acting and phase == "Paused" else ("False", "NotPaused", ""),
         # Paused over a halt is both: a pause does not end what blocks (conditions are independent).
-        "Halted": ("True", "Halted", str(report.get("halt_reason") or message))
-        if acting and (phase == "Halted" or (phase == "Paused" and report.get("halt_reason")))
+        "Halted": ("True", "Halted", str(halt_reason or message))
+        if acting and (phase == "Halted" or (phase == "Paused" and halt_reason))
         else ("False", "NotHalted", ""),
-        "Progressing": ("True", "Waiting" if report.get("waiting_on") else "Rolling", message)
+        "Progressing": ("True", "Waiting" if report is not None and report.waiting_on else "Rolling", message)
         if acting and phase == "Running"
         else ("False", phase or "Unknown", message if acting else str(verdict.problem)),
         "Complete": ("True", "AllNodesUpgraded", message)
