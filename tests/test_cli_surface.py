@@ -33,9 +33,10 @@ from upgrader.core.model.states import (
 from upgrader.core.policy.policy import Policy
 from upgrader.core.report.document import to_dict
 from upgrader.core.report.entries import NodeWaiting
+from upgrader.core.rollout.phase import Scope
 from upgrader.core.rollout.schedule import Nodes, Standing, plan_starts
 from upgrader.core.rollout.starts import acknowledged_failures
-from upgrader.core.rollout.status import Decided, Scope, rollout_status
+from upgrader.core.rollout.status import Decided, rollout_status
 
 from .core.factories import NEW, T0, at, driver_pod, node, snapshot
 

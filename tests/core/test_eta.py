@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from upgrader.core.model.states import STARTED_AT
 from upgrader.core.report.entries import Eta
-from upgrader.core.rollout.eta import estimate
+from upgrader.core.rollout.status import estimate
 
 from .factories import at, node
 from .schedule_fixtures import DONE, REQ, S

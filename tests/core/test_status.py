@@ -22,9 +22,10 @@ from upgrader.core.policy.policy import Policy
 from upgrader.core.report.document import RolloutStatus, read_status, to_dict
 from upgrader.core.report.entries import NodeBlocked, NodeWaiting
 from upgrader.core.report.kinds import Phase
+from upgrader.core.rollout.phase import Scope, blocked_nodes, halt_reason
 from upgrader.core.rollout.schedule import Nodes, Standing, plan_starts
 from upgrader.core.rollout.starts import acknowledged_failures
-from upgrader.core.rollout.status import Decided, Scope, blocked_nodes, halt_reason, rollout_status
+from upgrader.core.rollout.status import Decided, rollout_status
 
 from .factories import NEW, T0, at, driver_pod, node, policy, snapshot
 

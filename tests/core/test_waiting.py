@@ -12,9 +12,10 @@ from upgrader.core.model.states import SKIP_LABEL, STATE_LABEL, WAS_UNSCHEDULABL
 from upgrader.core.model.views import Control, NodeView
 from upgrader.core.policy.policy import Policy
 from upgrader.core.report.document import read_status, to_dict
+from upgrader.core.rollout.phase import Scope
 from upgrader.core.rollout.reconcile import reconcile
 from upgrader.core.rollout.starts import start_nodes
-from upgrader.core.rollout.status import Decided, Scope, rollout_status
+from upgrader.core.rollout.status import Decided, rollout_status
 
 from .factories import NEW, OLD, T0, at, driver_pod, node, policy, snapshot
 

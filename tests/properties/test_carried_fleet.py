@@ -39,7 +39,7 @@ def a_node(draw: st.DrawFn, name: str) -> tuple[NodeView, list[PodView]]:
 def summary(snap: Snapshot) -> dict[str, Any]:
     split = fleet(snap)
     managed = [n.name for n in split.managed]
-    counted = census(snap, policy(), managed)
+    counted = census(snap, policy().failure_domains, managed)
     return {
         "split": (managed, split.skipped, split.invalid),
         "views": [id(n) for n in split.managed],

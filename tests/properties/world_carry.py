@@ -13,8 +13,9 @@ from upgrader.core.model.views import NodeView, PodView, Snapshot
 from upgrader.core.node.facts import FactsCarry
 from upgrader.core.policy.policy import Policy
 from upgrader.core.rollout.detect import detect
+from upgrader.core.rollout.phase import Scope
 from upgrader.core.rollout.starts import acknowledged_failures
-from upgrader.core.rollout.status import Scope, rollout_status
+from upgrader.core.rollout.status import rollout_status
 
 V = TypeVar("V", NodeView, PodView)
 

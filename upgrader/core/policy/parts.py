@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -97,6 +97,19 @@ class FailureDomains(_Strict):
     def domain_of(self, labels: Mapping[str, str]) -> str:
         """The failure domain of a node with these labels (NO_DOMAIN without the label)."""
         return labels.get(self.label_key) or NO_DOMAIN
+
+    def ordered(self, present: Iterable[str]) -> list[str]:
+        """The domains `present`, in rollout order: `order` first, the rest sorted, NO_DOMAIN last;
+        the canary leads."""
+        present = set(present)
+        ordered = [d for d in self.order if d in present]
+        ordered += sorted(d for d in present if d not in ordered and d != NO_DOMAIN)
+        if NO_DOMAIN in present:
+            ordered.append(NO_DOMAIN)
+        if self.canary and self.canary in ordered:
+            ordered.remove(self.canary)
+            ordered.insert(0, self.canary)
+        return ordered
 
     def canary_count(self, domain_size: int) -> int | None:
         """How many of the canary domain's `domain_size` nodes go first; None: all of them at once."""

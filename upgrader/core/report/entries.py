@@ -153,7 +153,7 @@ class GateReport:
 
 @dataclass(frozen=True, slots=True)
 class Eta:
-    """When the rollout should be done (core/rollout/eta.py): the median node's time, from how many."""
+    """When the rollout should be done (core/rollout/status.py `estimate`): the median node's time, from how many."""
 
     at: str
     node_seconds: int

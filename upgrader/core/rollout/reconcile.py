@@ -1,4 +1,4 @@
-"""One reconcile pass, decided in order: detect, each node's step, starts, then the status.
+"""One reconcile pass, decided in order: detect, each node's step, the phase, starts, then the status.
 
 The caller hands in `apply`, which writes a batch of actions and says what came of each (the kube
 adapter in the controller, an in-memory API server in the property tests). The pass folds what
@@ -29,17 +29,16 @@ from upgrader.core.rollout import stepping as rollout
 from upgrader.core.rollout.detect import detect
 from upgrader.core.rollout.node_events import transition_events
 from upgrader.core.rollout.pending_taint import taint_actions
-from upgrader.core.rollout.schedule import Schedule
-from upgrader.core.rollout.status import Decided, Scope, phase_events, rollout_status
+from upgrader.core.rollout.phase import PhaseVerdict, Scope, judge
+from upgrader.core.rollout.status import Decided, phase_events, rollout_status
 
 Apply = Callable[[list[Action]], list[Outcome]]
-STOPPED = (Phase.HALTED, Phase.PAUSED)  # no node starts: judged by the status before the starts
 
 
 @dataclass
 class PassOutcome:
     snapshot: Snapshot  # as the pass's own writes left it
-    before: RolloutStatus  # the status the pass judged halted/paused by, before starting nodes
+    before: PhaseVerdict  # the phase the pass judged its starts by (with pools, the fleet's; each pool had its own)
     status: RolloutStatus  # the status at the end of the pass
     outcomes: list[Outcome] = field(default_factory=list)
     transitions: list[tuple[str, str, float | None]] = field(default_factory=list)  # from, to, seconds in from
@@ -120,12 +119,13 @@ def reconcile(
     if policy.pools:
         before, status, started = _pooled(work, policy, fleet, acknowledged, preflight, waiting)
     else:
-        before = rollout_status(work.snapshot, policy, Scope(fleet), now, acknowledged)
+        before = judge(work.snapshot, policy, Scope(fleet), acknowledged)
         schedule, starts = starting.start_nodes(
-            work.snapshot, policy, now, before.phase not in STOPPED, acknowledged, preflight
+            work.snapshot, policy, now, before.may_start, acknowledged, preflight
         )
         started = [o.action.node for o in work.act(starts) if o.ok and isinstance(o.action, Transition)]
-        status = rollout_status(work.snapshot, policy, Scope(fleet), now, acknowledged, Decided(schedule, waiting))
+        status = rollout_status(work.snapshot, policy, Scope(fleet), now, acknowledged,
+                                Decided(schedule, waiting, before))
     if not locked:  # an interlock: no node is written, taints neither
         work.act(list(taint_actions(work.snapshot, policy, managed, status.phase)))
     if pauses:
@@ -140,37 +140,29 @@ def reconcile(
 def _pooled(
     work: _Pass, policy: Policy, fleet: Fleet, acknowledged: set[str], preflight: Preflight | None,
     waiting: list[NodeWaiting],
-) -> tuple[RolloutStatus, RolloutStatus, list[str]]:
+) -> tuple[PhaseVerdict, RolloutStatus, list[str]]:
     """Starts and status pool by pool (core/fleet/pool_shares.py): each pool judged halted or paused by its own
-    status, and started under its own policy; the whole's status made of theirs (core/report/pooled.py)."""
+    phase, and started under its own policy; the whole's status made of theirs (core/report/pooled.py)."""
     now, previous = work.now, work.snapshot.control.previous
     parts = pools.shares(work.snapshot, policy, fleet)
-
-    def judged(share: pools.Share, schedule: Schedule | None) -> RolloutStatus:
-        scope = Scope(share, share.name)
-        return rollout_status(work.snapshot, share.policy, scope, now, acknowledged, Decided(schedule, waiting))
-
-    firsts = [judged(share, None) for share in parts]
-    halted = any(b.phase is Phase.HALTED for b in firsts)
+    verdicts = [judge(work.snapshot, share.policy, Scope(share, share.name), acknowledged) for share in parts]
+    halted = any(v.phase is Phase.HALTED for v in verdicts)
     started: list[str] = []
-    schedules: list[Schedule] = []
-    for share, first in zip(parts, firsts, strict=True):
-        may = first.phase not in STOPPED and not (halted and policy.halt_across_pools)
+    entries: list[PoolStatus] = []
+    for share, verdict in zip(parts, verdicts, strict=True):
+        may = verdict.may_start and not (halted and policy.halt_across_pools)
         part = starting.Part(
             [work.snapshot.nodes[n.name] for n in share.managed],  # as this pass's earlier starts left them
             [work.snapshot.nodes[n] for n in [*share.skipped, *(n for n, _ in share.invalid)]],
             previous.pool(share.name) if previous is not None else None, share.stage_prefix, f"census:{share.name}",
         )
         schedule, starts = starting.start_nodes(work.snapshot, share.policy, now, may, acknowledged, preflight, part)
-        schedules.append(schedule)
         done = work.act(starts)
         started += [o.action.node for o in done if o.ok and isinstance(o.action, Transition)]
-
-    def whole(entries: list[PoolStatus], with_waits: bool) -> RolloutStatus:
-        base = rollout_status(work.snapshot, policy, Scope(fleet), now, acknowledged,
-                              Decided(waiting=waiting if with_waits else None))
-        return combined(base, entries, policy.halt_across_pools)
-
-    before = whole([pool_entry(s.name, s.selects, b) for s, b in zip(parts, firsts, strict=True)], False)
-    lasts = [pool_entry(s.name, s.selects, judged(s, sc)) for s, sc in zip(parts, schedules, strict=True)]
-    return before, whole(lasts, True), started
+        status = rollout_status(work.snapshot, share.policy, Scope(share, share.name), now, acknowledged,
+                                Decided(schedule, waiting, verdict))
+        entries.append(pool_entry(share.name, share.selects, status))
+    before = judge(work.snapshot, policy, Scope(fleet), acknowledged)
+    base = rollout_status(work.snapshot, policy, Scope(fleet), now, acknowledged,
+                          Decided(waiting=waiting, verdict=before))
+    return before, combined(base, entries, policy.halt_across_pools), started

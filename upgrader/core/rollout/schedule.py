@@ -64,16 +64,8 @@ def domain_of(node: NodeView, policy: Policy) -> str:
 
 def domain_order(nodes: list[NodeView], policy: Policy) -> list[str]:
     """Policy order first, the rest sorted, nodes without the label last; the canary leads."""
-    present = {domain_of(n, policy) for n in nodes}
-    fd = policy.failure_domains
-    ordered = [d for d in fd.order if d in present]
-    ordered += sorted(d for d in present if d not in ordered and d != NO_DOMAIN)
-    if NO_DOMAIN in present:
-        ordered.append(NO_DOMAIN)
-    if fd.canary and fd.canary in ordered:
-        ordered.remove(fd.canary)
-        ordered.insert(0, fd.canary)
-    return ordered
+    domains = policy.failure_domains
+    return domains.ordered(domains.domain_of(n.labels) for n in nodes)
 
 
 def canary_domain(nodes: list[NodeView], policy: Policy) -> str | None:

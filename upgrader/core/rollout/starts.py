@@ -94,7 +94,7 @@ def start_nodes(
     if prefix:
         promoted = {stage[len(prefix):]: at for stage, at in promoted.items() if stage.startswith(prefix)}
     waits_for_room = policy.gpu_capacity.on_insufficient is OnInsufficientCapacity.WAIT
-    grouping = census(snapshot, policy, [n.name for n in nodes], part.slot).grouping
+    grouping = census(snapshot, policy.failure_domains, [n.name for n in nodes], part.slot).grouping
     checks = Checks(
         window=verdict(policy.windows(), now),
         gate=gate_verdict(policy.alert_gate, snapshot.alerts),

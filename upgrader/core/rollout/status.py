@@ -1,62 +1,46 @@
-"""The rollout status: phase, nodes per state, blocked and failed nodes with their reasons.
+"""The rollout status: phase, nodes per state, blocked and failed nodes with their reasons, the ETA.
 
 The same words reach `upgrader status`, the status ConfigMap, Events and metrics.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 from upgrader.core.model.actions import Action, Event
 from upgrader.core.model.states import (
-    BLOCKED_KIND,
-    BLOCKED_REASON,
-    BLOCKED_SINCE,
-    FAILED_AT,
-    FAILED_KIND,
-    FAILED_REASON,
-    FAILED_STATE,
     HELD_KIND,
     HELD_REASON,
     HELD_SINCE,
     IN_PROGRESS,
+    STARTED_AT,
     STATE_SINCE,
     UNLABELLED,
     State,
 )
 from upgrader.core.model.timefmt import parse_or_none, rfc3339
 from upgrader.core.model.views import Control, NodeView, Snapshot
-from upgrader.core.policy.policy import OnNodeFailure, Policy
+from upgrader.core.policy.policy import Policy
 from upgrader.core.report.document import LastStatus, RolloutStatus
 from upgrader.core.report.entries import (
     Budget,
     DomainCount,
+    Eta,
     InvalidNode,
-    NodeBlocked,
     NodeFailed,
     NodeHeld,
     NodeInProgress,
     NodeWaiting,
     Target,
 )
-from upgrader.core.report.kinds import Phase, block_runbook, hold_runbook
+from upgrader.core.report.kinds import Phase, hold_runbook
 from upgrader.core.rollout.census import census
-from upgrader.core.rollout.eta import estimate
-from upgrader.core.rollout.schedule import Schedule, canary_domain, domain_of
+from upgrader.core.rollout.phase import PhaseVerdict, Scope, blocked_nodes, failed_nodes, judge
+from upgrader.core.rollout.schedule import Schedule
 from upgrader.core.rollout.waits import Wait
-
-
-def blocked_nodes(snapshot: Snapshot, managed: list[str]) -> list[NodeBlocked]:
-    out = []
-    for name in managed:
-        node = snapshot.nodes[name]
-        kind = node.annotations.get(BLOCKED_KIND)
-        if kind and node.state in IN_PROGRESS:  # only a node being worked on can be blocked
-            out.append(NodeBlocked(name, node.state.value, kind, node.annotations.get(BLOCKED_REASON, ""),
-                                   node.annotations.get(BLOCKED_SINCE, ""), block_runbook(kind)))
-    return out
 
 
 def held_nodes(snapshot: Snapshot, managed: list[str]) -> list[NodeHeld]:
@@ -71,102 +55,20 @@ def held_nodes(snapshot: Snapshot, managed: list[str]) -> list[NodeHeld]:
     return out
 
 
-def failed_nodes(snapshot: Snapshot, managed: list[str], acknowledged: set[str]) -> list[NodeFailed]:
-    out = []
-    for name in managed:
-        node = snapshot.nodes[name]
-        if node.state is State.FAILED:
-            kind = node.annotations.get(FAILED_KIND, "failed")
-            out.append(
-                NodeFailed(
-                    name, kind, node.annotations.get(FAILED_REASON, "(no reason recorded)"),
-                    node.annotations.get(FAILED_AT, ""), name in acknowledged,
-                    node.annotations.get(FAILED_STATE, ""),  # the state it failed in
-                    block_runbook(kind),
-                )
-            )
-    return out
-
-
 def _managed_waits(waiting: list[NodeWaiting], managed: list[str], blocked: set[str]) -> list[NodeWaiting]:
     names = set(managed) if waiting else set()
     return [w for w in waiting if w.node in names and w.node not in blocked]
 
 
-def halt_reason(
-    snapshot: Snapshot, policy: Policy, managed: list[str], acknowledged: set[str], watched: list[str] | None = None
-) -> str | None:
-    """Why no new node may start, or None. An interlock halts first (core/fleet/interlocks.py); then blocks;
-    then unacknowledged failures in the canary domain, and anywhere under onNodeFailure: halt.
-    `watched`: the managed nodes that can be blocked or failed (core/rollout/census.py), when known."""
-    if snapshot.interlocks:
-        others = len(snapshot.interlocks) - 1
-        more = f" (and {others} more: `upgrader status -o json` lists them)" if others else ""
-        return snapshot.interlocks[0].text + more
-    blocked = blocked_nodes(snapshot, managed if watched is None else watched)
-    if blocked:
-        b = blocked[0]
-        more = f" (and {len(blocked) - 1} more blocked)" if len(blocked) > 1 else ""
-        return f"{b.node} blocked in {b.state} since {b.since}: {b.reason}{more}; see {b.runbook}"
-    failures = failed_nodes(snapshot, managed if watched is None else watched, acknowledged)
-    if not failures:
-        return None
-    canary = canary_domain([snapshot.nodes[n] for n in managed], policy)
-    for failure in failures:
-        if failure.acknowledged:
-            continue
-        in_canary = domain_of(snapshot.nodes[failure.node], policy) == canary
-        if in_canary or policy.on_node_failure is OnNodeFailure.HALT:
-            where = (
-                "canary domain " + str(canary)
-                if in_canary
-                else "domain " + domain_of(snapshot.nodes[failure.node], policy)
-            )
-            state = f" in {failure.state}" if failure.state else ""
-            return (
-                f"{failure.node} upgrade-failed{state} ({where}) at {failure.since}: {failure.reason}; "
-                f"see {failure.runbook}"
-            )
-    return None
-
-
-class Members(Protocol):
-    """The nodes a status is of: the managed ones, and the driver nodes left alone (a fleet/managed.py
-    `Fleet`, or a pool's `Share`)."""
-
-    @property
-    def managed(self) -> list[NodeView]: ...
-    @property
-    def skipped(self) -> list[str]: ...
-    @property
-    def invalid(self) -> list[tuple[str, str]]: ...
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Whose status: `members`, the whole fleet's (`pool` None) or a pool's (core/fleet/pool_shares.py).
-    A pool's is judged against its entry in the last status, and its census kept apart (census.py)."""
-
-    members: Members
-    pool: str | None = None
-
-    def previous(self, control: Control) -> LastStatus | None:
-        """The last status written of these members."""
-        whole = control.previous
-        return whole if self.pool is None or whole is None else whole.pool(self.pool)
-
-    @property
-    def slot(self) -> str:
-        return "census" if self.pool is None else f"census:{self.pool}"
-
-
 @dataclass(frozen=True)
 class Decided:
-    """What this pass decided that the status reports: the schedule (None: judged before the starts
-    are chosen, to tell halted or paused) and the nodes that wait normally (None: not reported)."""
+    """What this pass decided that the status reports: the phase judged before the starts (None:
+    judged here, core/rollout/phase.py), the schedule (None: no starts were chosen) and the nodes that
+    wait normally (None: not reported)."""
 
     schedule: Schedule | None = None
     waiting: list[NodeWaiting] | None = None
+    verdict: PhaseVerdict | None = None
 
 
 def rollout_status(
@@ -175,22 +77,13 @@ def rollout_status(
     """The status of `scope`'s nodes at `now`, as `decided` this pass."""
     members, schedule, waiting = scope.members, decided.schedule, decided.waiting
     managed, skipped, invalid = [n.name for n in members.managed], members.skipped, members.invalid
-    counted = census(snapshot, policy, managed, scope.slot)
+    verdict = decided.verdict or judge(snapshot, policy, scope, acknowledged)
+    phase, halt = verdict.phase, verdict.halt_reason
+    counted = census(snapshot, policy.failure_domains, managed, scope.slot)
     nodes, watched = counted.nodes, counted.watched
     by_state = dict(counted.by_state)
-    halt = halt_reason(snapshot, policy, managed, acknowledged, watched)
     paused_since = pause_since(snapshot.control, now)
     failed = during_pause_first(failed_nodes(snapshot, watched, acknowledged), paused_since)
-    pending = by_state[State.UPGRADE_REQUIRED.value] + sum(by_state[s.value] for s in IN_PROGRESS)
-    unlabelled = by_state[UNLABELLED]
-    if snapshot.control.paused or not policy.auto_upgrade:
-        phase = Phase.PAUSED
-    elif halt:
-        phase = Phase.HALTED
-    elif pending == 0 and unlabelled == 0:
-        phase = Phase.DONE  # failures that should stop the rollout halt it above
-    else:
-        phase = Phase.RUNNING
     blocked = blocked_nodes(snapshot, watched)
     blocked_names = {b.node for b in blocked}
     per_domain, order = counted.per_domain, counted.order
@@ -319,6 +212,37 @@ def _domains_after(domains: list[DomainCount], current: str | None) -> int:
     names = [d.name for d in domains]
     after = domains[names.index(current) + 1:] if current in names else []
     return sum(1 for d in after if d.by_state.get(State.UPGRADE_REQUIRED.value))
+
+
+def estimate(
+    nodes: Sequence[NodeView], max_parallel_upgrades: int, soak_seconds: int, domains_left: int
+) -> Eta | None:
+    """The ETA of `nodes` upgraded `max_parallel_upgrades` at a time (0: all at once), with a soak of
+    `soak_seconds` before each of the `domains_left` domains still to start: the median time a node
+    took from its start to upgrade-done (`started-at` to its `state-since` there) for each wave left.
+    Anchored on the newest state change in the fleet, not on the pass's clock, so the estimate moves
+    only when a node does (the status is written only when it changes). None until a node has
+    finished, or when none is left."""
+    durations: list[float] = []
+    left = 0
+    newest: float | None = None
+    for node in nodes:
+        since = parse_or_none(node.annotations.get(STATE_SINCE))
+        if since is not None and (newest is None or since > newest):
+            newest = since
+        if node.state is State.UPGRADE_REQUIRED or node.state in IN_PROGRESS:
+            left += 1
+        elif node.state is State.DONE:
+            started = parse_or_none(node.annotations.get(STARTED_AT))
+            if since is not None and started is not None and since >= started:
+                durations.append(since - started)
+    if not durations or not left or newest is None:
+        return None
+    durations.sort()
+    per_node = durations[len(durations) // 2]
+    waves = math.ceil(left / (max_parallel_upgrades or left))
+    seconds = waves * per_node + domains_left * soak_seconds
+    return Eta(rfc3339(newest + seconds), round(per_node), len(durations), left)  # the median, of from_nodes
 
 
 def phase_events(previous: RolloutStatus | None, status: RolloutStatus, first_node: str | None = None) -> list[Action]:
