@@ -5,12 +5,9 @@ campaign prints."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
-import io
 import os
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,7 +17,6 @@ from typing import Any
 import yaml
 
 from tests.e2e.conftest import FAST_POLICY, FAST_SIM
-from upgrader.core.model.selectors import parse_label_selector as parse_selector
 from upgrader.core.model.states import IN_PROGRESS, STATE_LABEL, WAS_UNSCHEDULABLE, State
 from upgrader.core.policy.policy import Policy, policy_from_mapping
 from upgrader.core.policy.rollout_object import GROUP, KIND, PLURAL, VERSION
@@ -40,6 +36,8 @@ from upgrader.sim.fleets.builders import (
 )
 from upgrader.sim.fleets.scenarios import ScenarioInfo, build
 from upgrader.sim.proving.invariants import RolloutRecorder
+
+from .promotion import Promoter, pool_parts
 
 FULL = os.environ.get("UPGRADER_CAMPAIGN") == "full"
 ORDER = ["us-east-1a", "us-east-1b", "us-east-1c"]
@@ -295,83 +293,9 @@ def world(tmp: Path, scenario: str = "healthy", faults: FaultPlan | None = None,
     kubeconfig = cluster.write_kubeconfig(tmp / f"{scenario}-{seed}.kubeconfig")
     w = World(cluster, info, recorder, url, kubeconfig, spec=chosen)
     if any(p.get("promotionGate", "none") != "none" for p in chosen.get("pools") or ()):
-        w.promoter = Promoter(kubeconfig)
+        w.promoter = Promoter(kubeconfig, ROLLOUT)
         w.promoter.start(w)
     return w
-
-
-def pool_parts(policy: Policy, cluster: EmulatedCluster, nodes: list[str]) -> list[tuple[str, Policy, list[str]]]:
-    """Each pool's name, policy and nodes, as the controller splits the fleet (core/fleet/pool_shares.py); without
-    pools, the whole fleet under the policy."""
-    if not policy.pools:
-        return [("", policy, list(nodes))]
-    from upgrader.core.policy.pool_policy import DEFAULT_POOL
-
-    labels = {n: ((cluster.get("nodes", n) or {}).get("metadata") or {}).get("labels") or {} for n in nodes}
-    parts: dict[str, list[str]] = {}
-    for node in nodes:
-        pool = next((p.name for p in policy.pools if parse_selector(p.node_selector).matches(labels[node])),
-                    DEFAULT_POOL)
-        parts.setdefault(pool, []).append(node)
-    by_name = {p.name: p for p in policy.pools}
-    return [(name, policy.for_pool(by_name.get(name)), members) for name, members in parts.items()]
-
-
-class Promoter:
-    """A person at `upgrader promote --pool NAME` (the real CLI, in process): whenever a pool's status
-    waits on a promotion, they promote it. Remembers when (the cluster's clock), so the audit can tell
-    that nothing past a gate started before its promotion."""
-
-    def __init__(self, kubeconfig: Path) -> None:
-        self.kubeconfig = kubeconfig
-        self.promoted: list[tuple[float, str, str]] = []  # when, pool, stage
-        self.refusals = 0
-
-    def start(self, w: World) -> None:
-        threading.Thread(target=self._run, args=(w,), daemon=True, name="promoter").start()
-
-    def _run(self, w: World) -> None:
-        from upgrader.commands.cli import main
-
-        deadline = time.monotonic() + 900
-        while time.monotonic() < deadline and w.phase() != "Done":
-            for pool in w.status().get("pools") or []:
-                wait = pool.get("waiting_on") or {}
-                if wait.get("reason") != "awaiting-promotion":
-                    continue
-                stage = str(wait.get("stage"))
-                last = max((t for t, _, s in self.promoted if s == stage), default=None)
-                if last is not None and w.cluster.store.clock.now() - last < 2.0:
-                    continue  # promoted a moment ago: the next pass goes on (a restore may take it back)
-                argv = ["promote", "--kubeconfig", str(self.kubeconfig), "--rollout", ROLLOUT, "--pool", pool["name"]]
-                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                    code = main(argv)
-                if code == 0:
-                    self.promoted.append((w.cluster.store.clock.now(), str(pool["name"]), stage))
-                else:
-                    self.refusals += 1  # an API fault, or the wait ended meanwhile: asked again next round
-            time.sleep(0.2)
-
-    def violations(self, w: World) -> list[str]:
-        """Each pool's rest of its canary domain started only after its canary nodes were promoted."""
-        found = []
-        for name, own, nodes in pool_parts(policy_from_mapping(w.spec), w.cluster, w.info.nodes):
-            if own.promotion_gate.value == "none":
-                continue
-            canary = own.failure_domains.canary
-            stage = f"{name}:{canary}/canaryNodes"
-            when = min((t for t, _, s in self.promoted if s == stage), default=None)
-            members = [n for n in nodes if w.domain_of[n] == canary]
-            starts = sorted((s.time, s.node) for s in w.recorder.starts() if s.node in members)
-            count = own.failure_domains.canary_count(len(members)) or len(members)
-            first = list(dict.fromkeys(n for _, n in starts))[:count]  # the canary nodes: the first to start
-            later = [(t, n) for t, n in starts if n not in first]  # a canary node started again is its own stage
-            if later and when is None:
-                found.append(f"pool {name}: {later[0][1]} started, but {stage} was never promoted")
-            elif later and later[0][0] < when:  # type: ignore[operator]
-                found.append(f"pool {name}: {later[0][1]} started at {later[0][0]:.2f}, before the "
-                             f"promotion of {stage} at {when:.2f}")
-        return found
 
 
 def wait_for(predicate: Any, timeout: float) -> bool:

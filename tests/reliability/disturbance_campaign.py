@@ -39,7 +39,8 @@ from upgrader.sim.apiserver.errors import ApiError
 from upgrader.sim.apiserver.faults import FaultPlan
 from upgrader.sim.proving.recording import ZONE_LABEL
 
-from .campaign_world import ORDER, POLICY, ROLLOUT, TRAINING, Figures, World, pool_parts, wait_for, world
+from .campaign_world import ORDER, POLICY, ROLLOUT, TRAINING, Figures, World, wait_for, world
+from .promotion import pool_parts
 from .writers_and_clocks import GONE, KINDS, OtherWriters, split_incidents
 
 DISTURBANCES = ("order change", "zone relabel", "state set by hand", "bogus state label", "record removed",

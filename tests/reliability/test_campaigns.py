@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from upgrader.core.model.states import FAILED_AT, STATE_LABEL, State
+from upgrader.core.policy.parts import FailureDomains
 from upgrader.core.policy.policy import policy_from_mapping
 from upgrader.core.policy.rollout_object import GROUP, PLURAL, VERSION
 from upgrader.sim.cluster import EmulatedCluster
@@ -19,6 +20,7 @@ from upgrader.sim.proving.recording import ZONE_LABEL
 from .campaign_world import FULL, ORDER, ROLLOUT, Figures, create_rollout
 from .campaigns import fault_campaign, kill_campaign, replica_campaign
 from .disturbance_campaign import DISTURBANCES, LAG, disturbance_campaign, ordered_policy
+from .promotion import past_canary_nodes
 
 PATHS = ("adoptions", "drain fallbacks", "failed nodes recovered", "restart-only restarts")
 
@@ -233,3 +235,46 @@ def test_the_audit_excuses_a_start_of_a_pass_that_read_a_resume_and_not_the_paus
     f.label("gpu-a-03", State.CORDON_REQUIRED.value)  # a pass that began after the pause: never excused
     (line,) = f.audit().violations
     assert line.endswith("gpu-a-03 started while paused"), line
+
+
+# ----- the promotion audit: a start past the canary nodes, judged by the zones it saw --------------
+
+CANARY_NODE = FailureDomains.model_validate({"canary": "us-east-1a", "canaryNodes": 1})
+
+
+def past_the_canary_node(f: Fleet) -> list[str]:
+    return [node for _, node in past_canary_nodes(f.recorder.records, set(f.info.nodes), CANARY_NODE)]
+
+
+def test_the_promotion_audit_holds_upgraders_starts_past_the_canary_node_not_another_writers() -> None:
+    f = Fleet()
+    f.start("gpu-a-01")  # the canary node
+    f.label("gpu-a-02", State.CORDON_REQUIRED.value, "gpu-operator")  # another controller's move
+    f.label("gpu-b-01", State.CORDON_REQUIRED.value)  # upgrader's, in another domain
+    assert past_the_canary_node(f) == []
+    f.label("gpu-a-02", State.UPGRADE_REQUIRED.value, "gpu-operator")
+    f.start("gpu-a-02")  # upgrader's own: past the canary node
+    f.start("gpu-a-03")
+    assert past_the_canary_node(f) == ["gpu-a-02", "gpu-a-03"]
+
+
+def test_the_promotion_audit_takes_a_node_relabelled_out_of_the_canary_domain_out_of_it() -> None:
+    f = Fleet()
+    f.start("gpu-a-01")
+    f.write("gpu-a-01", {"metadata": {"labels": {ZONE_LABEL: "us-east-1c"}}}, "admin")
+    f.start("gpu-a-02")  # the canary domain's first node now: its canary node, as the controller sees it
+    assert past_the_canary_node(f) == []
+    f.start("gpu-a-03")
+    assert past_the_canary_node(f) == ["gpu-a-03"]
+
+
+def test_the_promotion_audit_lets_a_canary_node_start_again_and_a_lone_one_be_the_whole_canary() -> None:
+    f = Fleet()
+    f.start("gpu-a-01")
+    f.label("gpu-a-01", State.UPGRADE_REQUIRED.value, "admin")  # set back by hand: it starts again
+    f.start("gpu-a-01")
+    assert past_the_canary_node(f) == []
+    for name in ("gpu-a-01", "gpu-a-02"):  # the canary domain keeps one node: canaryNodes 1 is all of it
+        f.write(name, {"metadata": {"labels": {ZONE_LABEL: "us-east-1b"}}}, "admin")
+    f.start("gpu-a-03")
+    assert past_the_canary_node(f) == []
