@@ -34,6 +34,8 @@ STOPPED = (Phase.HALTED, Phase.PAUSED)  # no node starts
 
 @dataclass(frozen=True)
 class PhaseVerdict:
+    """What the pass judged before its starts, and its status reports after them."""
+
     phase: Phase
     halt_reason: str | None = None  # why no new node may start (kept while Paused over a halt)
 
@@ -105,6 +107,7 @@ def halt_reason(
                 f"see {failure.runbook}"
             )
     return None
+
 
 class Members(Protocol):
     """The nodes a status is of: the managed ones, and the driver nodes left alone (a fleet/managed.py

@@ -145,6 +145,7 @@ def _pooled(
     phase, and started under its own policy; the whole's status made of theirs (core/report/pooled.py)."""
     now, previous = work.now, work.snapshot.control.previous
     parts = pools.shares(work.snapshot, policy, fleet)
+    before = judge(work.snapshot, policy, Scope(fleet), acknowledged)  # the whole's, before any pool starts
     verdicts = [judge(work.snapshot, share.policy, Scope(share, share.name), acknowledged) for share in parts]
     halted = any(v.phase is Phase.HALTED for v in verdicts)
     started: list[str] = []
@@ -162,7 +163,6 @@ def _pooled(
         status = rollout_status(work.snapshot, share.policy, Scope(share, share.name), now, acknowledged,
                                 Decided(schedule, waiting, verdict))
         entries.append(pool_entry(share.name, share.selects, status))
-    before = judge(work.snapshot, policy, Scope(fleet), acknowledged)
     base = rollout_status(work.snapshot, policy, Scope(fleet), now, acknowledged,
                           Decided(waiting=waiting, verdict=before))
     return before, combined(base, entries, policy.halt_across_pools), started
