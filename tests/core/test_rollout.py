@@ -37,6 +37,7 @@ from upgrader.core.model.states import (
     RESTART_ONLY,
     SINCE_STATE,
     STARTED_AT,
+    STARTED_POOL,
     STATE_LABEL,
     STATE_SINCE,
     TARGET_REVISION,
@@ -75,6 +76,7 @@ def _start_annotations(
     return {
         STATE_SINCE: at(now - T0),
         STARTED_AT: at(now - T0),
+        STARTED_POOL: None,  # no pools: the node counts against the policy's own budgets
         WAS_UNSCHEDULABLE: was,
         OPERATOR_INITIAL_UNSCHEDULABLE: "true" if was == "true" else None,
         GPU_BEFORE: before,

@@ -3,7 +3,10 @@ it starts under; their statuses side by side are core/report/pooled.py's.
 
 A node is in the first pool that selects it (by label selector, by the driver DaemonSet that runs
 or would run on it, or by the NVIDIADriver owning that DaemonSet); the nodes no pool selects are
-the pool `default`, under the policy's own keys. Each pool has its own schedule (budgets, failure
+the pool `default`, under the policy's own keys. A node in progress or failed stays in the pool that
+started it (its `started-pool` record) while that pool is in the spec, whatever its labels or the pools'
+order become, so a move never frees a slot of the pool that started it
+(docs/policy.md#a-node-counts-where-it-started). Each pool has its own schedule (budgets, failure
 domains, canary, windows, promotion gate) and its own phase: a halt in one stops only that one
 unless `haltAcrossPools` is set. The pause, the alert gate, the interlocks and every node's steps
 are the whole rollout's. A pool's stages are named `<pool>:<stage>` (core/rollout/stages.py), so two pools
@@ -11,14 +14,16 @@ with the same zones are promoted apart."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from upgrader.core.fleet.managed import Fleet
+from upgrader.core.model.actions import Action, Annotate
 from upgrader.core.model.findings import WARNING, Finding
 from upgrader.core.model.selectors import LabelSelector, parse_label_selector
+from upgrader.core.model.states import IN_PROGRESS, STARTED_POOL, State
 from upgrader.core.model.views import DriverSet, NodeView, Snapshot
 from upgrader.core.node.context import driver_set_for
 from upgrader.core.policy.policy import Policy
@@ -44,7 +49,7 @@ class Share:
 def shares(snapshot: Snapshot, policy: Policy, split: Fleet) -> list[Share]:
     """The pools in the policy's order, then `default` when some node is in no pool; a pool no node
     is in is listed all the same (the status says it has 0 nodes)."""
-    pool_of = _membership(snapshot, policy.pools)
+    pool_of = membership(snapshot, policy.pools)
     managed: dict[str, list[NodeView]] = {}
     skipped: dict[str, list[str]] = {}
     invalid: dict[str, list[tuple[str, str]]] = {}
@@ -65,20 +70,44 @@ def shares(snapshot: Snapshot, policy: Policy, split: Fleet) -> list[Share]:
     return out
 
 
-def _membership(snapshot: Snapshot, pools: Sequence[Pool]) -> Any:
+def membership(snapshot: Snapshot, pools: Sequence[Pool]) -> Callable[[NodeView], str]:
+    """`pool_of(node)`: the pool a node counts in this pass."""
     selectors = {p.name: parse_label_selector(p.node_selector) for p in pools if p.node_selector is not None}
+    named = {p.name for p in pools} | {DEFAULT_POOL}
 
     @cache
     def driver_set(name: str) -> DriverSet | None:
         return driver_set_for(snapshot, name)
 
     def pool_of(node: NodeView) -> str:
+        started = started_pool(node)
+        if started in named:
+            return started
         for pool in pools:
             if _selected(pool, node, selectors.get(pool.name), driver_set):
                 return pool.name
         return DEFAULT_POOL
 
     return pool_of
+
+
+def started_pool(node: NodeView) -> str | None:
+    """The pool that started a node still in progress or failed; None once it left them (or never had one)."""
+    if node.state in IN_PROGRESS or node.state is State.FAILED:
+        return node.annotations.get(STARTED_POOL)
+    return None
+
+
+def pins(parts: Sequence[Share]) -> list[Action]:
+    """The `started-pool` records to write: a node in progress or failed without one naming its pool (adopted
+    from another controller, started by an earlier version, or its pool gone from the spec) is pinned to the
+    pool it counts in now, so a later move or reorder cannot free that pool's slot."""
+    return [
+        Annotate(node.name, {STARTED_POOL: share.name})
+        for share in parts
+        for node in share.managed
+        if (node.state in IN_PROGRESS or node.state is State.FAILED) and started_pool(node) != share.name
+    ]
 
 
 def _selected(pool: Pool, node: NodeView, selector: LabelSelector | None, driver_set: Any) -> bool:

@@ -72,6 +72,9 @@ _A = "gpu-upgrader.io/"
 STATE_SINCE = _A + "state-since"  # when the node entered its current state (RFC 3339)
 SINCE_STATE = _A + "since-state"  # the state STATE_SINCE was stamped for: a label set by hand differs
 STARTED_AT = _A + "started-at"  # when the node left upgrade-required
+# The pool that started the node (policy `pools`): it counts against that pool's budgets until it leaves
+# progress, whatever its labels or the spec's pools become (docs/policy.md#a-node-counts-where-it-started).
+STARTED_POOL = _A + "started-pool"
 WAS_UNSCHEDULABLE = _A + "was-unschedulable"  # "true": someone else had cordoned it before us
 # "true": the cordon on the node is upgrader's. Written in the same guarded request as the cordon, so a
 # cordon without it that appears after the start was someone else's (docs/policy.md#a-cordon-race).
@@ -102,6 +105,7 @@ RESTART_ONLY = _A + "restart-only"
 # Annotations cleared when a node finishes (done) so the next upgrade starts clean.
 PER_UPGRADE = (
     STARTED_AT,
+    STARTED_POOL,
     WAS_UNSCHEDULABLE,
     OUR_CORDON,
     GPU_BEFORE,

@@ -145,6 +145,7 @@ def _pooled(
     phase, and started under its own policy; the whole's status made of theirs (core/report/pooled.py)."""
     now, previous = work.now, work.snapshot.control.previous
     parts = pools.shares(work.snapshot, policy, fleet)
+    work.act(pools.pins(parts))  # before the starts judge the budgets: a move after this frees no slot
     before = judge(work.snapshot, policy, Scope(fleet), acknowledged)  # the whole's, before any pool starts
     verdicts = [judge(work.snapshot, share.policy, Scope(share, share.name), acknowledged) for share in parts]
     halted = any(v.phase is Phase.HALTED for v in verdicts)

@@ -25,6 +25,7 @@ from upgrader.core.model.states import (
     OUR_CORDON,
     RESTART_ONLY,
     STARTED_AT,
+    STARTED_POOL,
     STATE_SINCE,
     TARGET_REVISION,
     WAS_UNSCHEDULABLE,
@@ -125,6 +126,7 @@ def start_nodes(
         annotations: dict[str, str | None] = {
             STATE_SINCE: stamp,
             STARTED_AT: stamp,
+            STARTED_POOL: prefix[:-1] if prefix else None,  # the pool whose budgets it counts against
             WAS_UNSCHEDULABLE: foreign,
             # The Operator's record too, so the node stays cordoned should the Operator take it back.
             OPERATOR_INITIAL_UNSCHEDULABLE: "true" if foreign == "true" else None,
