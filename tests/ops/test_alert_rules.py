@@ -30,6 +30,7 @@ ALERTS = {
     "UpgraderNodeUpgradeFailed",
     "UpgraderReconcileErrors",
     "UpgraderNoLeader",
+    "UpgraderRolloutObjectMissing",
     "UpgraderNotReconciling",
 }
 DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")

@@ -97,4 +97,5 @@ def test_the_alerts_cover_every_way_a_rollout_stops() -> None:
         "UpgraderReconcileErrors",
         "UpgraderNotReconciling",
         "UpgraderNoLeader",
+        "UpgraderRolloutObjectMissing",
     }

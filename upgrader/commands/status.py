@@ -117,6 +117,26 @@ def read_status(api: KubeApi, settings: Settings, given: bool) -> dict[str, Any]
     return status
 
 
+GONE = (
+    "a controller that had a spec in force finishes the nodes in progress and starts none "
+    "(runbooks/rollout-object-missing.md)"
+)
+
+
+def _configmap_status(api: KubeApi, settings: Settings, given: bool) -> dict[str, Any]:
+    """`run --policy`'s status; where none is, and the cluster serves DriverRollouts but holds none, the
+    refusal says that a deleted one may be why (docs/operations.md#the-rollout-object-deleted)."""
+    from upgrader.kube.rollout_object import GROUP_VERSION_PATH
+
+    try:
+        return read_status(api, settings, given)
+    except Refused as exc:
+        if api.get(GROUP_VERSION_PATH) is None:
+            raise
+        raise Refused(f"{exc}; the cluster serves driverrollouts but has none (kubectl get dro): if one was "
+                      f"deleted, {GONE}") from None
+
+
 def find_rollout(api: KubeApi, args: argparse.Namespace) -> dict[str, Any] | None:
     """The DriverRollout these commands act on: `--rollout` (or UPGRADER_ROLLOUT), else the only one
     the cluster has (said on stderr); None where it has none or does not serve the CRD, and the
@@ -130,7 +150,7 @@ def find_rollout(api: KubeApi, args: argparse.Namespace) -> dict[str, Any] | Non
         try:
             return read_rollout(api, name)
         except Missing as exc:
-            raise Refused(str(exc)) from None
+            raise Refused(f"{exc}; if it was deleted, {GONE}") from None
     if api.get(GROUP_VERSION_PATH) is None:
         return None
     items = api.list(f"{GROUP_VERSION_PATH}/driverrollouts").get("items", [])
@@ -247,7 +267,7 @@ def status(args: argparse.Namespace) -> int:
             return 0
         if args.watch:
             return _watch(api, settings, given, args.output, obj)
-        current = rollout_report(obj) if obj is not None else read_status(api, settings, given)
+        current = rollout_report(obj) if obj is not None else _configmap_status(api, settings, given)
         now = api.server_clock.now()  # ages and the Lease's freshness on the API server's clock
         controller = read_controller(api, settings, now)
         warning = controller.warning(now)

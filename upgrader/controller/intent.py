@@ -7,6 +7,13 @@ force stays (kept in `status.specInForce`, so a restarted controller keeps it to
 spec ever, nothing is started or written but the object's status. The pause and acknowledged failures
 are read from spec at every pass. A pause an older upgrader left in its control ConfigMap is carried
 over until `upgrader resume` (docs/operations.md#migrating-from-the-status-configmap).
+
+The object (or its CRD) gone after a spec was in force is a state, not a silence
+(docs/operations.md#the-rollout-object-deleted): said once in the log, the spec in force stays for the
+nodes already in progress (they finish: uncordoned, untainted), nothing new starts (`missing_control`,
+a pause that says why), and the metric `upgrader_rollout_object_missing` is 1. An object created again
+under the same name is a new object (another uid): its spec is judged anew, and the old spec stays in
+force until one is valid.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from upgrader.core.policy.rollout_object import (
 from upgrader.core.report.document import RolloutStatus, read_status
 from upgrader.inputs import ConfigError
 from upgrader.kube.api import KubeApi
-from upgrader.kube.rollout_object import read_rollout, write_rollout_status
+from upgrader.kube.rollout_object import RolloutMissing, read_rollout, write_rollout_status
 from upgrader.kube.snapshot import read_control
 
 log = logging.getLogger("upgrader")
@@ -54,6 +61,8 @@ class RolloutIntent:
         self.spec_in_force: dict[str, Any] | None = None
         self.problem: str | None = None
         self.legacy: Control | None = None  # a pause or acknowledgements the old ConfigMaps hold
+        self.uid: str | None = None  # the object whose spec is in force
+        self.missing: str | None = None  # why the object is not there, while it is not
 
     @property
     def label(self) -> str:
@@ -62,9 +71,38 @@ class RolloutIntent:
     def read(self) -> Obj:
         """GET the object (RolloutMissing, ApiError as they come), and the ConfigMaps an older upgrader
         kept intent in: an older `upgrader pause` is honoured, not ignored in silence."""
-        self.obj = read_rollout(self.api, self.name)
+        try:
+            obj = read_rollout(self.api, self.name)
+        except RolloutMissing as exc:
+            self._gone(str(exc))
+            raise
+        if self.missing is not None:
+            log.warning("%s is back: its spec is judged, and starts may resume", self.label)
+            self.missing = None
+        uid = (obj.get("metadata") or {}).get("uid")
+        if self.uid is not None and uid != self.uid and self.in_force is not None:
+            log.warning("%s was created again (uid %s): its spec is judged anew; the spec of the deleted object "
+                        "stays in force until one is valid", self.label, uid)
+            self.in_force = 0  # no generation of this object is in force yet: the next judge takes the newest
+        self.uid = uid
+        self.obj = obj
         self.legacy = read_control(self.api, self.settings)
         return self.obj
+
+    def _gone(self, why: str) -> None:
+        if why == self.missing:
+            return
+        self.missing = why
+        if self.in_force is None:  # nothing to finish: said at start (commands/handlers.py) and by each pass's error
+            return
+        log.warning("%s; the spec in force (generation %s) stays for the nodes in progress, which finish; no node "
+                    "starts until it is back (docs/operations.md#the-rollout-object-deleted)", why, self.in_force)
+
+    def missing_control(self) -> Control:
+        """The intent while the object is gone: the last one read, paused, saying why."""
+        last = self.control()
+        kept = f"{self.missing}; nodes in progress finish under the last spec, none starts"
+        return Control(True, last.acknowledged, last.promoted, last.previous, kept)
 
     def starting_policy(self) -> tuple[Policy, PreflightFiles] | None:
         """At start, what the controller is built with: the spec the last controller kept in force
@@ -125,7 +163,11 @@ class RolloutIntent:
 
     def _refuse(self, intent: Intent, problem: str | None) -> None:
         if problem != self.problem:
-            in_force = f"generation {self.in_force} stays in force" if self.in_force else "nothing is started"
+            in_force = (
+                f"generation {self.in_force} stays in force" if self.in_force
+                else "the spec of the object deleted before this one stays in force" if self.in_force == 0
+                else "nothing is started"
+            )
             log.warning("%s: generation %d refused: %s; %s", self.label, intent.generation, problem, in_force)
         self.problem = problem
 

@@ -19,6 +19,7 @@ from upgrader.core.model.actions import Action, Event, Outcome, Result, Transiti
 from upgrader.core.model.timefmt import rfc3339
 from upgrader.core.node.facts import FactsCarry
 from upgrader.core.policy.notices import notices, staged_canary
+from upgrader.core.policy.pending_taint_policy import TaintPendingNodes
 from upgrader.core.policy.policy import OnInsufficientCapacity, Policy
 from upgrader.core.report.document import RolloutStatus
 from upgrader.core.report.entries import WaitingOn
@@ -48,6 +49,7 @@ class PassReport:
     seconds: float = 0.0
     leader: bool = True  # we hold the lease: our last renewal was acknowledged and nobody took it since
     stale: str | None = None  # why we held the lease but could not act (writes were skipped)
+    missing: str | None = None  # the DriverRollout (or its CRD) is gone: why (controller/intent.py)
 
     @property
     def result(self) -> str:
@@ -245,31 +247,36 @@ class Controller:
 
     def _pass(self) -> PassReport:
         now, cache, intent = self.clock(), self.cache, self.intent
+        missing = None
         if intent is not None:
             try:
                 intent.read()
-            except RolloutMissing as exc:  # nothing is started without the intent; said once per change
-                return PassReport(acted=False, error=str(exc))
+            except RolloutMissing as exc:  # said once per change (intent.py)
+                if intent.in_force is None:  # no spec was ever in force: nothing to finish
+                    return PassReport(acted=False, error=str(exc), missing=str(exc))
+                missing = str(exc)
         room = self.policy.gpu_capacity.on_insufficient is OnInsufficientCapacity.WAIT
-        control = intent.control() if intent is not None else None
+        control = None if intent is None else intent.missing_control() if missing else intent.control()
         snapshot, raw_nodes = take(self.api, self.settings, cache, self.fresh_reads, room, control)
         self.fresh_reads = False
         snapshot.carry = self.carry
-        if intent is not None:
+        if intent is not None and missing is None:
             intent.judge(snapshot, self.adopt)
             snapshot.control = intent.control()
             if intent.in_force is None:  # no valid spec ever: only the object's status is written
                 return self._status_only(intent)
+        # The object gone: the nodes in progress finish, and no node is left with our pending taint.
+        policy = self.policy.model_copy(update={"taint_pending_nodes": TaintPendingNodes()}) if missing else self.policy
         if self.alerts is not None:
             snapshot.alerts = self.alerts.read()  # no retry inside the pass: the next pass asks again
         observe = cache.observe if cache is not None else None
         applier = Applier(self.api, self.settings, raw_nodes, now, observe, self.events, intent is None)
         writer = _Writer(self, applier)
         preflight = self.preflight.read(snapshot, self.policy) if self.preflight is not None else None
-        result = reconcile(snapshot, self.policy, now, writer.apply, preflight)
+        result = reconcile(snapshot, policy, now, writer.apply, preflight)
         if not writer.closed:
             self._notify(snapshot.control.previous, result.status)
-        if intent is not None and writer.may_write():
+        if intent is not None and missing is None and writer.may_write():
             try:
                 intent.write(result.status, rfc3339(now))
             except ApiError as exc:
@@ -285,6 +292,7 @@ class Controller:
             leader=not writer.closed or writer.stale is not None,  # closed and not stale: lost
             stale=writer.stale,
             error="; ".join(writer.errors) or None,  # a denied or failed write counts as a failed pass
+            missing=missing,
         )
 
     def _notify(self, previous: RolloutStatus | None, status: RolloutStatus) -> None:

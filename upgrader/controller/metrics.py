@@ -70,6 +70,12 @@ class Metrics:
         build.labels(__version__).set(1)
         self.leader = Gauge("upgrader_leader", "1 while this replica holds the leader lease.", registry=r)
         self.leader.set_function(lambda: 1.0 if leading() else 0.0)
+        self.object_missing = Gauge(
+            "upgrader_rollout_object_missing",
+            "1 while the DriverRollout this controller runs (or its CRD) is gone: the nodes in progress finish "
+            "under the last spec, none starts (docs/operations.md#the-rollout-object-deleted).",
+            registry=r,
+        )
         self.last_pass = Gauge(
             "upgrader_last_pass_timestamp_seconds", "When the last reconcile pass ended.", registry=r
         )

@@ -238,6 +238,7 @@ def attach_metrics(controller: Controller, metrics: Metrics) -> None:
         if report.status is not None and report.leader:
             metrics.rollout.update(report.status)
         metrics.observe_pass(report.result, report.seconds, report.leader)
+        metrics.object_missing.set(1 if report.missing and report.leader else 0)
 
     controller.on_pass.append(observe)
     controller.api.on_request = metrics.count_request

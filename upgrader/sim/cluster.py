@@ -127,9 +127,15 @@ class EmulatedCluster:
                 self._establish(change.new)
             return
         builtin = {t.key for t in BUILTIN_TYPES}
+        emptied: set[tuple[str, str]] = set()
         for rtype in crd_types(change.new):
-            if rtype.key not in builtin:
-                self.store.registry.remove(rtype.group, rtype.version, rtype.plural)
+            if rtype.key in builtin:
+                continue
+            if rtype.key not in emptied:  # kube-apiserver deletes every object of a deleted CRD's kind with it
+                emptied.add(rtype.key)
+                for obj in self.store.objects(rtype):
+                    self.store.delete(rtype, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+            self.store.registry.remove(rtype.group, rtype.version, rtype.plural)
 
     def _establish(self, crd: Obj) -> None:
         """Its names accepted and its types served at once, as the conditions say

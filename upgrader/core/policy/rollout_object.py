@@ -81,7 +81,7 @@ class Verdict:
     """What the controller made of the spec: the generation in force, and why a newer one is not."""
 
     observed: int  # the newest generation read
-    in_force: int | None  # the generation whose policy is acted on (None: none ever was valid)
+    in_force: int | None  # the generation whose policy is acted on (None: none ever was valid; 0: a deleted object's)
     problem: str | None = None  # why `observed` is not in force
 
 
@@ -180,7 +180,9 @@ def conditions(
             verdict.problem
             + (
                 f"; generation {verdict.in_force} stays in force"
-                if verdict.in_force is not None
+                if verdict.in_force
+                # 0: the object was created again; the spec in force is the deleted object's
+                else "; the spec of the object deleted before this one stays in force" if verdict.in_force == 0
                 else "; no valid spec yet: nothing is started"
             ),
         )
