@@ -11,6 +11,7 @@ from upgrader.core.plan.report import PlanOptions, build_plan
 from upgrader.core.rollout.detect import detect
 
 from .factories import NEW, T0, driver_pod, node, pdb, policy, run_step, snapshot, validator
+from .test_fence import UNGUARDED
 
 S = State
 WAITING = {SAFE_LOAD_ANNOTATION: "true"}
@@ -53,6 +54,7 @@ def test_a_budget_over_the_driver_pods_is_said_when_the_restart_deletes_them() -
     assert plan.waiting == (
         "restarting driver pod gpu-operator/nvidia-driver-n1-rev-old (deleted although PodDisruptionBudget "
         "gpu-operator/drivers selects it: a driver restart does not evict)"
+        + UNGUARDED  # the test's node carries no operand label (core/node/fence.py)
     )
 
 

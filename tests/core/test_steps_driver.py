@@ -37,6 +37,7 @@ from .factories import (
     validator,
 )
 from .steps_fixtures import RESTART_ENTRY, S, blocked, failed, moved, rfc
+from .test_fence import UNGUARDED
 
 # ----- driver restart -------------------------------------------------------------------------------------
 
@@ -52,7 +53,7 @@ def test_restart_deletes_the_recorded_driver_pod() -> None:
     old = driver_pod(revision=OLD, uid="driver-old")
     plan, actions = run_step(_restart(old, validator()), now=T0 + 2)
     assert plan.attempts == [DeletePod("n1", "gpu-operator", "nvidia-driver-n1-rev-old", "driver-old")]
-    assert plan.waiting == "restarting driver pod gpu-operator/nvidia-driver-n1-rev-old"
+    assert plan.waiting == "restarting driver pod gpu-operator/nvidia-driver-n1-rev-old" + UNGUARDED
     # The restart's own clock starts with the deletion, whatever time was spent getting here.
     assert actions == [Annotate("n1", {DRIVER_DELETED_AT: rfc(T0 + 2)})]
 

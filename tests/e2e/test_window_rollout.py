@@ -2,7 +2,8 @@
 real controller (in-process, over the emulator's API without HTTP) on a virtual clock.
 
 The fleet is the healthy scenario with 7 nodes (3, 2 and 2 in three zones), maxParallelUpgrades 1,
-with the driver pod's Ready delay slowed to 26 s so that one node takes 35 virtual seconds from start
+with the Ready delay of the driver pod and of the validators it brings back (the restart pauses them)
+slowed to 12.5 s each so that one node takes 36 virtual seconds from start
 to upgrade-done. The policy has one daily window of 2 minutes at 01:00 Europe/Berlin, which in January (CET, UTC+1) is
 00:00 UTC: the virtual clock starts at 2026-01-01T00:00:00Z, the very opening of the first window.
 So 4 nodes start in the first window (3 finish inside it; the 4th, the first of the second zone, is
@@ -46,8 +47,8 @@ POLICY: dict[str, Any] = {
         {"name": "nightly", "schedule": "0 1 * * *", "duration": "2m", "timeZone": "Europe/Berlin"}
     ],
 }
-READY_DELAY = 26.0  # the new driver pod turns Ready after this: a node's upgrade takes 35 s
-NODE_SECONDS = 35.0
+READY_DELAY = 12.5  # the new driver pod, then the validators it brings back, turn Ready after this: a node takes 36 s
+NODE_SECONDS = 36.0
 
 DAY = 86_400.0
 OPEN_1 = VIRTUAL_EPOCH  # 2026-01-01T00:00:00Z = 01:00 CET, a Thursday
@@ -148,8 +149,8 @@ def test_a_rollout_stops_at_the_windows_end_and_resumes_at_the_next_opening() ->
     first = [s for s in starts if OPEN_1 <= s.time < CLOSE_1]
     second = [s for s in starts if OPEN_2 <= s.time < CLOSE_2]
 
-    # Every node started exactly once, each inside a window: 4 in the first (back to back, 35 s each,
-    # the 4th at 105 s of 120), the other 3 in the second.
+    # Every node started exactly once, each inside a window: 4 in the first (back to back, 36 s each,
+    # the 4th at 108 s of 120), the other 3 in the second.
     assert sorted(start_of) == sorted(nodes) and len(starts) == NODES
     assert first + second == starts, [(s.node, s.time - OPEN_1) for s in starts]
     assert [s.time - OPEN_1 for s in first] == [0.0, NODE_SECONDS, 2 * NODE_SECONDS, 3 * NODE_SECONDS]

@@ -14,6 +14,7 @@ from upgrader.core.model.actions import (
     Event,
     Evict,
     Result,
+    SetLabels,
     SetUnschedulable,
     Transition,
     WriteStatus,
@@ -39,7 +40,7 @@ class WorldApiServer(WorldState):
             if current != expected:
                 return Result.CONFLICT, f"state label is {current!r}, not {expected!r}"
             return Result.OK, ""
-        if isinstance(action, Annotate | SetUnschedulable):
+        if isinstance(action, Annotate | SetUnschedulable | SetLabels):
             return (Result.OK, "") if action.node in self.nodes else (Result.ERROR, "node not found")
         if isinstance(action, Evict | DeletePod):
             pod = next(
@@ -101,6 +102,11 @@ class WorldApiServer(WorldState):
                 node.foreign_cordon = False  # one bit: whoever's cordon it was is gone
             else:
                 node.our_cordon_seq = self.seq
+            node.resource_version += 1
+        elif isinstance(action, SetLabels):  # the restart's admission guard (core/node/fence.py)
+            node = self.nodes[action.node]
+            _merge(node.labels, action.labels)
+            _merge(node.annotations, action.record)
             node.resource_version += 1
         elif isinstance(action, Evict | DeletePod):
             pod = next(p for p in self.pods.values() if p.uid == action.uid)

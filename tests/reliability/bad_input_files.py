@@ -146,12 +146,14 @@ def _insert(index: int, item: Any) -> FleetEdit:
     return edit
 
 
-def _first(kind: str, path: str, value: Any) -> FleetEdit:
-    """The good fleet with `path` (dotted, `containers.0` indexes a list) of its first `kind` set to `value`."""
+def _first(kind: str, path: str, value: Any, named: str = "") -> FleetEdit:
+    """The good fleet with `path` (dotted, `containers.0` indexes a list) of its first `kind` (whose name
+    starts with `named`) set to `value`."""
 
     def edit(fleet: dict[str, Any]) -> str:
         fleet = copy.deepcopy(fleet)
-        node: Any = next(item for item in fleet["items"] if item["kind"] == kind)
+        node: Any = next(item for item in fleet["items"]
+                         if item["kind"] == kind and item["metadata"]["name"].startswith(named))
         *parents, last = path.split(".")
         for part in parents:
             node = node[int(part)] if part.isdigit() else node[part]
@@ -222,9 +224,10 @@ LISTS: list[tuple[str, Content | EmptyDir, tuple[str, ...]]] = [
      ("(Pod ", "spec.containers[0].resources that is list, expected a map")),
     ("pdb-disruptions-allowed-string", _first("PodDisruptionBudget", "status.disruptionsAllowed", "one"),
      ("(PodDisruptionBudget ", "status.disruptionsAllowed that is str 'one', expected an integer")),
-    ("revision-not-a-number", _first("ControllerRevision", "revision", "two"),
+    # The driver's own objects (the device plugin's DaemonSet sorts first, and plan reads only drivers').
+    ("revision-not-a-number", _first("ControllerRevision", "revision", "two", named="nvidia-driver"),
      ("(ControllerRevision ", "revision that is str 'two', expected an integer")),
-    ("daemonset-template-a-string", _first("DaemonSet", "spec.template", "nvidia-driver"),
+    ("daemonset-template-a-string", _first("DaemonSet", "spec.template", "nvidia-driver", named="nvidia-driver"),
      ("(DaemonSet ", "spec.template that is str, expected a map")),
     ("nvidiadriver-default-yes", _insert(2, {"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver",
                                              "metadata": {"name": "default"}, "spec": {"default": "yes"}}),

@@ -265,6 +265,7 @@ def test_drain_free_node_leaves_only_daemonset_pods(sim_factory: StartSim) -> No
     text = sim.ok("get", "pods", "-A", "--field-selector", selector)
     left = parse_tables(text)[0]
     assert sorted((r["NAMESPACE"], r["NAME"].rsplit("-", 1)[0]) for r in left) == [
+        ("gpu-operator", "nvidia-device-plugin-daemonset"),
         ("gpu-operator", DRIVER_DS_OF_NODE[node]),
         ("gpu-operator", "nvidia-operator-validator"),
         ("monitoring", "node-exporter"),

@@ -20,6 +20,7 @@ from upgrader.core.model.actions import (
     Evict,
     Outcome,
     Result,
+    SetLabels,
     SetTaints,
     SetUnschedulable,
     Transition,
@@ -88,6 +89,8 @@ class Applier:
             self._patch_node(action.node, self._annotation_ops(action.node, action.annotations), JSON_PATCH)
         elif isinstance(action, SetUnschedulable):
             self._patch_node(action.node, self._cordon_patch(action), MERGE)
+        elif isinstance(action, SetLabels):
+            self._patch_node(action.node, self._labels_ops(action), JSON_PATCH)
         elif isinstance(action, SetTaints):
             self._patch_node(action.node, self._taints_patch(action), MERGE)
         elif isinstance(action, Evict):
@@ -123,6 +126,22 @@ class Applier:
         if action.record:  # a merge patch: None removes the key
             patch.setdefault("metadata", {})["annotations"] = dict(action.record)
         return patch
+
+    def _labels_ops(self, action: SetLabels) -> list[Obj]:
+        """A JSON patch: each label tested at the value the decision read, then set or removed, and the
+        record beside it; a label that changed meanwhile fails the test (422), and nothing is written."""
+        labels = (self.nodes.get(action.node, {}).get("metadata") or {}).get("labels") or {}
+        ops: list[Obj] = [
+            {"op": "test", "path": f"/metadata/labels/{_pointer(k)}", "value": v} for k, v in action.expected.items()
+        ]
+        for key, value in action.labels.items():
+            path = f"/metadata/labels/{_pointer(key)}"
+            if value is None:
+                if key in labels:
+                    ops.append({"op": "remove", "path": path})
+            else:
+                ops.append({"op": "add", "path": path, "value": value})
+        return ops + self._annotation_ops(action.node, action.record)
 
     def _taints_patch(self, action: SetTaints) -> Obj:
         """The node's whole taint list (a merge patch replaces a list), guarded like a cordon: a taint

@@ -16,6 +16,7 @@ from upgrader.sim.apiserver.kubeconfig import write_kubeconfig
 from upgrader.sim.apiserver.registry import BUILTIN_TYPES, ResourceType, crd_types
 from upgrader.sim.apiserver.store import Store
 from upgrader.sim.apiserver.watch import Change
+from upgrader.sim.controllers.admission import GpuAdmission
 from upgrader.sim.controllers.daemonsets import DaemonSetController
 from upgrader.sim.controllers.disruption import DisruptionController
 from upgrader.sim.controllers.jobs import JobController
@@ -44,11 +45,13 @@ class EmulatedCluster:
         self.store = Store(clock or RealClock(), seed)
         self.settings = settings or SimSettings()
         self.disruption = DisruptionController(self.store)
+        self.admission = GpuAdmission(self.store)
         self.daemonsets = DaemonSetController(self.store, self.settings)
-        self.jobs = JobController(self.store, self.settings)
+        self.jobs = JobController(self.store, self.settings, self.admission)
         self.workloads = WorkloadController(self.store, self.settings)
         self.store.reactors.extend(
             [
+                self.admission.react,  # first: a pod the kubelet rejects never runs, for any other reactor
                 self.disruption.react,
                 self.daemonsets.react,
                 self.jobs.react,

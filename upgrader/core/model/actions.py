@@ -47,6 +47,18 @@ class SetUnschedulable:
 
 
 @dataclass(frozen=True)
+class SetLabels:
+    """Set (str) or remove (None) node labels, with `record` (annotations) in the same request, guarded by
+    each label's value it was decided on (`expected`; the restart's admission guard, core/node/fence.py):
+    a label someone changed meanwhile is a conflict, and the next pass decides again."""
+
+    node: str
+    labels: Mapping[str, str | None]
+    record: Mapping[str, str | None] = field(default_factory=dict)
+    expected: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class SetTaints:
     """The node's whole `spec.taints` as it should be (ours added or removed, the others kept),
     written guarded by the resourceVersion it was decided on (core/rollout/pending_taint.py)."""
@@ -89,7 +101,7 @@ class WriteStatus:
     status: RolloutStatus  # the adapter stores it as core/report/document.py's `to_dict` says
 
 
-Action = Transition | Annotate | SetUnschedulable | SetTaints | Evict | DeletePod | Event | WriteStatus
+Action = Transition | Annotate | SetUnschedulable | SetLabels | SetTaints | Evict | DeletePod | Event | WriteStatus
 
 
 class Result(StrEnum):

@@ -100,6 +100,16 @@ class NodeView:
             labels[STATE_LABEL] = state.value
         return replace(self, state=state if state is not None else self.state, labels=labels, annotations=merged)
 
+    def with_labels(self, labels: Mapping[str, str | None]) -> NodeView:
+        """The node with `labels` set (str) or removed (None); the state label is not among them."""
+        merged = dict(self.labels)
+        for key, value in labels.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        return replace(self, labels=merged)
+
 
 @dataclass(frozen=True)
 class PdbView:

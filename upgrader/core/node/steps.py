@@ -29,6 +29,7 @@ from upgrader.core.model.states import (
 from upgrader.core.model.timefmt import parse_or_none
 from upgrader.core.model.views import NodeView, PdbView, PodView
 from upgrader.core.node.context import NodeContext, same_install_config, superseded_driver_pods
+from upgrader.core.node.fence import fence, lift, operands_left, unguarded
 from upgrader.core.node.step_checks import (
     budgets_over,
     came_back,
@@ -247,13 +248,28 @@ def restart_driver(ctx: NodeContext) -> Step:
                 "the driver cannot unload under them",
             )
             return step
+        if not restart_only and _guarding(ctx, step):
+            return step
         step.attempts.extend(DeletePod(ctx.node.name, p.namespace, p.name, p.uid) for p in stale)
         step.stamp_on_success = DRIVER_DELETED_AT
-        step.waiting = f"restarting driver pod {pod_names(stale)}" + budgets_over(stale, ctx.pdbs)
+        step.waiting = f"restarting driver pod {pod_names(stale)}" + budgets_over(stale, ctx.pdbs) + _unguarded(ctx)
         return step
     fresh = [p for p in live if target is None or p.revision_hash == target]
+    ready = bool(fresh) and all(p.ready for p in fresh)
+    unloading = ctx.node.annotations.get(DRIVER_DELETED_AT) or (fresh and SAFE_LOAD_ANNOTATION in ctx.node.annotations)
+    if not restart_only and not ready and unloading and (late := ctx.gpu_holders()):
+        # The check after the delete (or before a safe load): a GPU user there all the same is said, never run under.
+        step.blocked = Blocked(
+            BlockKind.GPU_PODS,
+            f"{count_of(len(late), 'pod')} on the node during the driver restart "
+            f"{'holds' if len(late) == 1 else 'hold'} GPUs: {pod_names(late)}; the driver cannot unload under them",
+        )
+        return step
     if fresh and ctx.node.annotations.get(SAFE_LOAD_ANNOTATION):
-        # The new driver pod waits for a safe load: the node is ready for it now (k8s-operator-libs).
+        # The new driver pod waits for a safe load: the node is ready for it now (k8s-operator-libs),
+        # once nothing new can start using the GPU there.
+        if not restart_only and _guarding(ctx, step):
+            return step
         step.attempts.append(Annotate(ctx.node.name, {SAFE_LOAD_ANNOTATION: None}))
     changed = restart_only and [p for p in fresh if p.config_digest != ctx.node.annotations.get(RESTART_ONLY)]
     holders = ctx.gpu_holders() if changed else []
@@ -266,7 +282,8 @@ def restart_driver(ctx: NodeContext) -> Step:
             f"{count_of(len(holders), 'pod')} still held GPUs: {pod_names(holders)}; move them off the node",
         )
         return step
-    if fresh and all(p.ready for p in fresh):
+    if ready:
+        step.attempts.extend(a for a in [lift(ctx.node)] if a is not None)  # the operands (validators) come back
         step.trigger = "driver_restarted"
         return step
     if fresh:
@@ -282,8 +299,31 @@ def restart_driver(ctx: NodeContext) -> Step:
     return step
 
 
+def _guarding(ctx: NodeContext, step: Step) -> bool:
+    """The admission guard before the driver unloads (core/node/fence.py): True while it is being put up
+    (its write this pass, or its operand pods still leaving); then the delete goes on pods listed after it."""
+    pausing = fence(ctx.node)
+    if pausing is not None:
+        step.attempts.append(pausing)
+        names = ", ".join(sorted(pausing.labels)) or "none on the node"
+        step.waiting = f"pausing the GPU Operator's operands ({names}): no new GPU pod is admitted during the restart"
+        return True
+    left = operands_left(ctx.node, ctx.pods)
+    if left:
+        step.waiting = f"waiting for the paused operands to leave the node: {pod_names(left)}"
+        return True
+    return False
+
+
+def _unguarded(ctx: NodeContext) -> str:
+    if not unguarded(ctx.node):
+        return ""
+    return "; the node has no GPU Operator operand label to pause: nothing keeps a new GPU pod off it meanwhile"
+
+
 def validate(ctx: NodeContext) -> Step:
     step = Step(ctx.node.name, timeout=ctx.policy.validation.timeout_seconds, fail_on_timeout=True)
+    step.attempts.extend(a for a in [lift(ctx.node)] if a is not None)  # a fence still up (a recovered node's)
     if ctx.node.annotations.get(SAFE_LOAD_ANNOTATION):
         # The driver restarted after the node got here, and waits again: let it load (k8s-operator-libs).
         step.attempts.append(Annotate(ctx.node.name, {SAFE_LOAD_ANNOTATION: None}))

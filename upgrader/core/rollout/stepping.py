@@ -18,6 +18,7 @@ from upgrader.core.model.actions import (
     Evict,
     Outcome,
     Result,
+    SetLabels,
     SetTaints,
     SetUnschedulable,
     Transition,
@@ -403,8 +404,10 @@ def project(snapshot: Snapshot, applied: Iterable[Action]) -> Snapshot:
             nodes[action.node] = replace(changed, unschedulable=action.unschedulable)
         elif isinstance(action, SetTaints) and action.node in nodes:
             nodes[action.node] = replace(nodes[action.node], taints=action.taints)
+        elif isinstance(action, SetLabels) and action.node in nodes:
+            nodes[action.node] = nodes[action.node].with_labels(action.labels).with_changes(None, action.record)
     folded = replace(snapshot, nodes=nodes)
-    kinds = Transition | Annotate | SetUnschedulable | SetTaints
+    kinds = Transition | Annotate | SetUnschedulable | SetLabels | SetTaints
     touched = {a.node for a in applied if isinstance(a, kinds) and a.node in nodes}
     folded.memo[FOLDED] = Folded(snapshot.memo.get("facts"), snapshot.driver_pods, frozenset(touched))
     return folded

@@ -19,7 +19,7 @@ from typing import Any
 
 from upgrader.core.model.selectors import node_selector_matches
 from upgrader.sim.apiserver.clock import rfc3339
-from upgrader.sim.apiserver.podutil import is_ready, is_terminating, node_of, set_ready
+from upgrader.sim.apiserver.podutil import is_ready, is_terminal, is_terminating, node_of, set_ready
 from upgrader.sim.apiserver.store import NAME_ALPHABET, Store
 from upgrader.sim.apiserver.watch import Change
 from upgrader.sim.controllers.driver import DriverLifecycle, driver_version, is_driver_daemonset
@@ -247,7 +247,8 @@ class DaemonSetController:
 
         def alive() -> Obj | None:
             p = self.store.find(self.pods, ns, name)
-            return p if p is not None and p["metadata"]["uid"] == uid and not is_terminating(p) else None
+            live = p is not None and p["metadata"]["uid"] == uid and not is_terminating(p) and not is_terminal(p)
+            return p if live else None  # a pod the kubelet rejected (controllers/admission.py) never starts
 
         if missing is not None:
 

@@ -10,9 +10,18 @@ from upgrader.sim.apiserver.clock import rfc3339
 from upgrader.sim.apiserver.podutil import is_terminal, is_terminating, set_ready
 from upgrader.sim.apiserver.store import Store
 from upgrader.sim.apiserver.watch import Change
+from upgrader.sim.controllers.admission import REJECTED, GpuAdmission
 from upgrader.sim.controllers.settings import JOB_RUN_SECONDS, SimSettings
 
 Obj = dict[str, Any]
+REJECTED_BACKOFF = 10.0  # seconds: the Job controller's first backoff after a failed pod
+
+
+def _rejected(change: Change) -> bool:
+    old, new = change.old, change.new
+    return (old is None or not is_terminal(old)) and (new.get("status") or {}).get("reason") == REJECTED
+
+
 
 
 def run_seconds(job: Obj) -> float | None:
@@ -24,9 +33,10 @@ def run_seconds(job: Obj) -> float | None:
 
 
 class JobController:
-    def __init__(self, store: Store, settings: SimSettings) -> None:
+    def __init__(self, store: Store, settings: SimSettings, admission: GpuAdmission | None = None) -> None:
         self.store = store
         self.settings = settings
+        self.admission = admission or GpuAdmission(store)  # the kubelet's, for the pods it creates bound
         self.jobs = store.type("batch", "v1", "jobs")
         self.pods = store.type("", "v1", "pods")
         self.nodes = store.type("", "v1", "nodes")
@@ -41,6 +51,13 @@ class JobController:
                 node = (change.new.get("spec") or {}).get("nodeName") or ""
                 delay = self.settings.delay("job_replace", node, self.settings.job_replace_delay)
                 self.store.timers.after(delay, "job replaces pod", lambda: self._resync(ns, uid))
+        elif change.key == self.pods.key and _rejected(change):
+            # The kubelet refused it (controllers/admission.py): the Job controller tries again after its
+            # backoff (10 s at first), as it does for a failed pod.
+            job = self._job_uid(change.new)
+            if job:
+                space = str(change.new["metadata"]["namespace"])
+                self.store.timers.after(REJECTED_BACKOFF, "job replaces rejected pod", lambda: self._resync(space, job))
 
     def _job_uid(self, pod: Obj) -> str | None:
         for ref in pod["metadata"].get("ownerReferences") or []:
@@ -87,43 +104,43 @@ class JobController:
             }
         )
         now = rfc3339(self.store.clock.now())
-        pod = self.store.create(
-            self.pods,
-            m["namespace"],
-            {
-                "metadata": {
-                    "name": f"{m['name']}-{self.store.random_suffix()}",
-                    "labels": labels,
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "batch/v1",
-                            "kind": "Job",
-                            "name": m["name"],
-                            "uid": m["uid"],
-                            "controller": True,
-                            "blockOwnerDeletion": True,
-                        }
-                    ],
-                },
-                "spec": pod_spec,
-                "status": {
-                    "phase": "Running",
-                    "startTime": now,
-                    "conditions": [],
-                    "containerStatuses": [
-                        {
-                            "name": c.get("name", ""),
-                            "image": c.get("image", ""),
-                            "ready": True,
-                            "restartCount": 0,
-                            "started": True,
-                            "state": {"running": {"startedAt": now}},
-                        }
-                        for c in pod_spec.get("containers") or []
-                    ],
-                },
+        body: Obj = {
+            "metadata": {
+                "name": f"{m['name']}-{self.store.random_suffix()}",
+                "labels": labels,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": m["name"],
+                        "uid": m["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
             },
-        )
+            "spec": pod_spec,
+            "status": {
+                "phase": "Running",
+                "startTime": now,
+                "conditions": [],
+                "containerStatuses": [
+                    {
+                        "name": c.get("name", ""),
+                        "image": c.get("image", ""),
+                        "ready": True,
+                        "restartCount": 0,
+                        "started": True,
+                        "state": {"running": {"startedAt": now}},
+                    }
+                    for c in pod_spec.get("containers") or []
+                ],
+            },
+        }
+        self.admission.admit(body, now)  # born bound and running: the kubelet judges it first
+        pod = self.store.create(self.pods, m["namespace"], body)
+        if is_terminal(pod):
+            return pod
         self.store.mutate(
             self.pods, m["namespace"], pod["metadata"]["name"], lambda p: set_ready(p, True, now)
         )

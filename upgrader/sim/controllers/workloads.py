@@ -279,6 +279,7 @@ class WorkloadController:
                 current is not None
                 and current["metadata"]["uid"] == uid
                 and not current["metadata"].get("deletionTimestamp")
+                and not is_terminal(current)  # the kubelet rejected it (controllers/admission.py)
             ):
                 stamp = rfc3339(self.store.clock.now())
                 self.store.mutate(self.pods, ns, name, lambda p: set_ready(p, True, stamp))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from upgrader.core.model.gpupods import NVIDIA_DRA_DRIVER
 from upgrader.core.model.views import DIGEST_ENV
+from upgrader.sim.controllers.admission import DEVICE_PLUGIN_APP, DEVICE_PLUGIN_LABEL
 from upgrader.sim.controllers.driver import compute_config_digest
 from upgrader.sim.controllers.settings import DRIVER_COMPONENT, DRIVER_COMPONENT_LABEL, GPU, VALIDATOR_APP
 from upgrader.sim.fleets.catalog import ZONES as ZONES  # re-exported: the fleets build in these zones
@@ -53,6 +54,7 @@ def node_object(name: str, zone: str, kernel: str, product: str, index: int) -> 
                 "nvidia.com/gpu.present": "true",
                 "nvidia.com/gpu.deploy.driver": "true",
                 "nvidia.com/gpu.deploy.operator-validator": "true",
+                "nvidia.com/gpu.deploy.device-plugin": "true",
                 "nvidia.com/gpu.product": product,
                 "nvidia.com/gpu.count": str(GPUS_PER_NODE),
                 "nvidia.com/gpu.memory": "81559",
@@ -205,6 +207,27 @@ def validator_daemonset() -> Obj:
     }
 
 
+def device_plugin_daemonset() -> Obj:
+    """The GPU Operator's device plugin: while its pod runs on a node, the kubelet admits GPU pods there
+    (sim/controllers/admission.py)."""
+    return {
+        "metadata": {"name": DEVICE_PLUGIN_APP, "labels": {"app": DEVICE_PLUGIN_APP}},
+        "spec": {
+            "selector": {"matchLabels": {"app": DEVICE_PLUGIN_APP}},
+            "template": {
+                "metadata": {"labels": {"app": DEVICE_PLUGIN_APP}},
+                "spec": {
+                    "nodeSelector": {DEVICE_PLUGIN_LABEL: "true"},
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {"name": "nvidia-device-plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.16.1"}
+                    ],
+                },
+            },
+        },
+    }
+
+
 def pod_object(
     name: str,
     node: str,
@@ -289,9 +312,10 @@ def install_operator(cluster: EmulatedCluster, kernels: Mapping[str, str]) -> li
         for node, k in kernels.items():
             if k == kernel:
                 cluster.daemonsets.create_pod(ds, node, ready_now=True)
-    validator = cluster.create("daemonsets", validator_daemonset(), OPERATOR_NS, "apps")
-    for node in kernels:
-        cluster.daemonsets.create_pod(validator, node, ready_now=True)
+    for operand in (validator_daemonset(), device_plugin_daemonset()):
+        made = cluster.create("daemonsets", operand, OPERATOR_NS, "apps")
+        for node in kernels:
+            cluster.daemonsets.create_pod(made, node, ready_now=True)
     ds_type = cluster.type("daemonsets", "apps")
     for name in names:
         kernel = name.removeprefix("nvidia-driver-daemonset-").removesuffix(f"-{OS_TAG}")

@@ -1,13 +1,15 @@
 """A rollout's makespan on a virtual clock, against the lower bound of what the emulator imposes.
 
 Per node, the emulator imposes one chain of delays (`drawn_parts`): the GPU pod's termination grace,
-the old driver pod's grace, the DaemonSet recreating the driver pod, the new pod turning Ready, and
-the validators following it. Their sum is the node's *drawn work*, a true lower bound on its busy
-time. The controller moves a node one state per pass, so on a pass grid the same node alone takes
-its *pass-aligned work* (`aligned_work`): the drawn delays, each wait rounded up to the next pass,
-plus the passes that only write (start, cordon, wait-for-jobs, evict, delete the driver pod,
-uncordon). With per-node work w, parallelism m and a soak between domains, no schedule finishes
-before `lower_bound` = sum over domains of max(max w, sum w / m), plus the soaks.
+the paused operands' grace (the restart's admission guard, core/node/fence.py), the old driver pod's
+grace, the DaemonSet recreating the driver pod, the new pod turning Ready, and the validators coming
+back after it (recreated and Ready, as their DaemonSet brings them back once the guard is lifted).
+Their sum is the node's *drawn work*, a true lower bound on its busy time. The controller moves a node
+one state per pass, so on a pass grid the same node alone takes its *pass-aligned work*
+(`aligned_work`): the drawn delays, each wait rounded up to the next pass, plus the passes that only
+write (start, cordon, wait-for-jobs, evict, pause the operands, delete the driver pod, uncordon). With
+per-node work w, parallelism m and a soak between domains, no schedule finishes before `lower_bound` =
+sum over domains of max(max w, sum w / m), plus the soaks.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.controllers.settings import SimSettings
 from upgrader.sim.proving.invariants import RolloutRecorder
 
-# The old driver pod's terminationGracePeriodSeconds (fleets/builders.py: driver_template).
+# The old driver pod's and the operands' terminationGracePeriodSeconds (fleets/builders.py).
 DRIVER_GRACE = 1.0
+OPERAND_GRACE = 1.0
 
 
 @dataclass(frozen=True)
@@ -32,25 +35,23 @@ class Parts:
     """One node's drawn delays, in seconds, in the order they happen."""
 
     gpu_grace: float  # GPU pods terminate after eviction
+    operand_grace: float  # the paused operands (validators, device plugin) terminate
     driver_grace: float  # the old driver pod terminates
     recreate: float  # the DaemonSet creates the new driver pod
     ready: float  # the new driver pod turns Ready
-    validate: float  # validators turn Ready after the driver
+    validate: float  # validators come back after the driver: recreated, then Ready
 
     @property
     def total(self) -> float:
-        return self.gpu_grace + self.driver_grace + self.recreate + self.ready + self.validate
+        return self.gpu_grace + self.operand_grace + self.driver_grace + self.recreate + self.ready + self.validate
 
 
 def drawn_parts(settings: SimSettings, node: str, gpu_grace: float) -> Parts:
-    """What the emulator imposes on `node` (the same draws it makes: `SimSettings.delay` is keyed by node)."""
-    return Parts(
-        gpu_grace,
-        DRIVER_GRACE,
-        settings.delay("pod_recreate", node, settings.pod_recreate_delay),
-        settings.delay("pod_ready", node, settings.pod_ready_delay),
-        settings.delay("validator_ready", node, settings.validator_ready_delay),
-    )
+    """What the emulator imposes on `node` (the same draws it makes: `SimSettings.delay` is keyed by node
+    and kind, so the validators' DaemonSet draws the driver's recreate and Ready delays)."""
+    recreate = settings.delay("pod_recreate", node, settings.pod_recreate_delay)
+    ready = settings.delay("pod_ready", node, settings.pod_ready_delay)
+    return Parts(gpu_grace, OPERAND_GRACE, DRIVER_GRACE, recreate, ready, recreate + ready)
 
 
 def aligned_work(parts: Parts, pass_seconds: float) -> float:
@@ -65,10 +66,11 @@ def aligned_work(parts: Parts, pass_seconds: float) -> float:
 
     evicted = 3 * p  # start -> cordon (p) -> wait-for-jobs (2p) -> evict (3p)
     pods_gone = next_pass(evicted + parts.gpu_grace)  # -> pod-restart-required
-    driver_deleted = pods_gone + p
+    paused = pods_gone + p  # the operands paused: their pods terminate
+    driver_deleted = max(paused + p, next_pass(paused + parts.operand_grace))
     driver_ready = driver_deleted + parts.driver_grace + parts.recreate + parts.ready
-    restarted = next_pass(driver_ready)  # -> validation-required
-    validated = max(restarted + p, next_pass(driver_ready + parts.validate))  # -> uncordon-required
+    restarted = next_pass(driver_ready)  # -> validation-required; the operands come back
+    validated = max(restarted + p, next_pass(restarted + parts.validate))  # -> uncordon-required
     return validated + p  # uncordon -> upgrade-done
 
 
