@@ -15,7 +15,8 @@ from upgrader.core.model.states import STATE_LABEL, STATE_SINCE, State
 from upgrader.core.model.timefmt import rfc3339
 from upgrader.core.model.views import HASH_LABEL, Control, DriverSet, NodeView, PdbView, PodView, Snapshot
 from upgrader.core.node.context import NodeContext, context
-from upgrader.core.node.steps import STEPS, Step
+from upgrader.core.node.step import Step
+from upgrader.core.node.steps import STEPS
 from upgrader.core.policy.policy import Policy, policy_from_mapping
 from upgrader.core.rollout.stepping import Conclusion, conclude
 

@@ -27,7 +27,7 @@ from upgrader.core.model.states import (
     STARTED_AT,
     State,
 )
-from upgrader.core.node.steps import Step
+from upgrader.core.node.step import Step
 from upgrader.core.rollout.reconcile import reconcile
 
 from .factories import (

@@ -52,3 +52,30 @@ def test_removals_first_then_the_order_at_most_per_pass() -> None:
     due = pt.taint_writes(many, ON, "Running", lambda: order)
     assert len(due) == pt.PER_PASS and due[0].node == "z-done"
     assert due[1].node == f"n{pt.PER_PASS + 49:04d}", "the next in the order after the removals"
+
+
+# Only our own taint (docs/policy.md#only-our-taint): our key with another effect or value is someone else's.
+THEIRS_NOEXECUTE = Taint(pt.KEY, "", "NoExecute")
+THEIRS_VALUED = Taint(pt.KEY, "maintenance", "PreferNoSchedule")
+
+
+def test_a_taint_with_our_key_and_another_effect_or_value_is_never_removed() -> None:
+    nodes = [replace(node("a1", DONE), taints=(THEIRS_NOEXECUTE,)), replace(node("a2", DONE), taints=(THEIRS_VALUED,)),
+             replace(node("a3", REQ), taints=(THEIRS_NOEXECUTE, OTHER))]
+    assert writes(nodes, TaintPendingNodes(enable=False)) == {}
+    assert writes(nodes, phase="Done") == {}
+    # A pending node gets ours beside another's NoExecute with our key; one with another's PreferNoSchedule
+    # under our key is left as it is (one taint per key and effect: it steers as ours would).
+    assert writes(nodes) == {"a3": (THEIRS_NOEXECUTE, OTHER, pt.OURS)}
+    assert writes([replace(node("a4", REQ), taints=(THEIRS_VALUED,))]) == {}
+
+
+def test_a_node_outside_the_fleet_keeps_every_taint_but_ours_exactly() -> None:
+    outside = [replace(node("cpu-1", None), taints=(pt.LEGACY,)), replace(node("cpu-2", None), taints=(pt.OURS, OTHER))]
+    assert writes([], bystanders=outside) == {"cpu-2": (OTHER,)}
+
+
+def test_the_taint_an_earlier_upgrader_wrote_is_ours_on_a_fleet_node_and_takes_our_value() -> None:
+    nodes = [replace(node("a1", REQ), taints=(OTHER, pt.LEGACY)), replace(node("a2", DONE), taints=(pt.LEGACY,))]
+    assert writes(nodes) == {"a1": (OTHER, pt.OURS), "a2": ()}
+    assert writes([], bystanders=[replace(node("x1", REQ), taints=(pt.LEGACY,))]) == {"x1": ()}

@@ -10,7 +10,7 @@ import pytest
 
 from upgrader.core.model.actions import Annotate, Event, Evict, Outcome, Result
 from upgrader.core.model.states import BLOCKED_KIND, BLOCKED_REASON, BLOCKED_SINCE
-from upgrader.core.node.steps import Blocked, Step
+from upgrader.core.node.step import Blocked, Step
 from upgrader.core.rollout.stepping import conclude
 
 from .factories import (

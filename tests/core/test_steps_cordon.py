@@ -25,7 +25,7 @@ from upgrader.core.model.states import (
     TARGET_REVISION,
     WAS_UNSCHEDULABLE,
 )
-from upgrader.core.node.steps import OURS
+from upgrader.core.node.cordon import OURS
 from upgrader.core.policy.policy import Policy
 
 from .factories import NEW, T0, at, node, run_step, snapshot, step, transition

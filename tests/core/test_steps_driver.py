@@ -18,7 +18,7 @@ from upgrader.core.model.states import (
     DRIVER_POD_UID,
     GPU_BEFORE,
 )
-from upgrader.core.node.steps import Blocked
+from upgrader.core.node.step import Blocked
 from upgrader.core.rollout.stepping import conclude
 
 from .factories import (

@@ -5,10 +5,15 @@ with room rather than on a tainted one with more (docs/policy.md#taint-pending-n
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from upgrader.core.rollout.pending_taint import KEY
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.fleets.scenarios import build
 
+from .conftest import FAST_POLICY, Rollout
 from .test_rollout_object import SPEC, World
 
 
@@ -58,3 +63,25 @@ def test_a_replaced_pod_prefers_a_node_without_the_taint() -> None:
               if p["metadata"]["name"] != victim["metadata"]["name"]
               and p["metadata"]["creationTimestamp"] > victim["metadata"]["creationTimestamp"]]
     assert [p["spec"].get("nodeName") for p in placed] == [target]
+
+
+@pytest.mark.parametrize("enable", [True, False])
+def test_taints_with_our_key_that_are_not_ours_stay_on_every_node(rollout: Any, enable: bool) -> None:
+    """Only our own taint (docs/policy.md#only-our-taint): another's taint with our key (another effect,
+    another value), put on by a person with real kubectl on GPU nodes and on a CPU node, is still there
+    after a whole rollout, with taintPendingNodes on or off; ours is on no node at the end."""
+    r: Rollout = rollout("healthy", {**FAST_POLICY, "taintPendingNodes": {"enable": enable}}, virtual=True)
+    cpu = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "cpu-1", "labels": {"kubernetes.io/os": "linux"}}}
+    r.cluster.store.create(r.cluster.type("nodes"), None, cpu)
+    gpu_a, gpu_b = r.info.nodes[0], r.info.nodes[-1]
+    theirs = {"cpu-1": f"{KEY}=:NoExecute", gpu_a: f"{KEY}=maintenance:PreferNoSchedule", gpu_b: f"{KEY}=:NoSchedule"}
+    for node, taint in theirs.items():
+        r.kubectl("taint", "node", node, taint)
+    status = r.run_until(("Done",), timeout=600)
+    assert status["nodes_by_state"]["upgrade-done"] == len(r.info.nodes)
+    left = {n["metadata"]["name"]: [(t["key"], t.get("value", ""), t["effect"]) for t in n["spec"].get("taints") or []
+                                    if t["key"] == KEY] for n in r.cluster.store.objects(r.cluster.type("nodes"))}
+    assert left["cpu-1"] == [(KEY, "", "NoExecute")]
+    assert left[gpu_a] == [(KEY, "maintenance", "PreferNoSchedule")]
+    assert left[gpu_b] == [(KEY, "", "NoSchedule")]
+    assert not any(left[n] for n in r.info.nodes[1:-1]), "ours is on no node at the end"

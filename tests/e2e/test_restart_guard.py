@@ -18,6 +18,7 @@ from upgrader.controller.loop import Controller
 from upgrader.controller.settings import Settings
 from upgrader.core.model.states import BLOCKED_REASON, STATE_LABEL, State
 from upgrader.core.policy.policy import policy_from_mapping
+from upgrader.kube.api import KubeApi
 from upgrader.sim.cluster import EmulatedCluster
 from upgrader.sim.controllers.admission import REJECTED
 from upgrader.sim.controllers.settings import GPU
@@ -107,5 +108,39 @@ def test_no_driver_restarts_under_a_gpu_user_whatever_its_path(
         for pod in cluster.store.pods_on(NODE):
             if pod["metadata"]["name"].startswith(name) and (pod.get("status") or {}).get("reason") != REJECTED:
                 assert arrived_in in late or name.rstrip("-") in str(blocked), (arrived_in, pod["status"], blocked)
+    finally:
+        cluster.stop()
+
+
+def test_a_daemonsets_gpu_client_blocks_the_restart_until_deleted_and_comes_back_refused() -> None:
+    """A GPU client DaemonSet on the node (running before the rollout): the guard goes up before the
+    GPU users are judged, so once its pod is deleted (runbooks/gpu-pods-still-running.md) the pod the
+    DaemonSet makes again is refused by the kubelet, and the restart goes on; never run under."""
+    cluster = EmulatedCluster.virtual(seed=7)
+    build(cluster, "healthy", job_seconds=1.0)
+    prefix = arrive(cluster, "daemonset")
+    controller = Controller(KubeApi(cluster.client(), sleep=lambda _: None), policy_from_mapping(POLICY),
+                            Settings(identity="guard"),
+                            cluster.store.clock.now)
+    deleted = 0
+    try:
+        for _ in range(600):
+            controller.reconcile()
+            annotations = node(cluster)["metadata"].get("annotations", {})
+            if node(cluster)["metadata"]["labels"].get(STATE_LABEL) == State.DONE.value:
+                break
+            if prefix in annotations.get(BLOCKED_REASON, "") and deleted < 5:  # its owner deletes it
+                for pod in cluster.store.pods_on(NODE):
+                    if pod["metadata"]["name"].startswith(prefix) and not pod["metadata"].get("deletionTimestamp"):
+                        cluster.store.delete(cluster.type("pods"), "default", pod["metadata"]["name"])
+                        deleted += 1
+                cluster.advance(5)  # a slow pass: the DaemonSet makes its pod again before the next look
+            cluster.advance(1)
+        assert node(cluster)["metadata"]["labels"].get(STATE_LABEL) == State.DONE.value
+        assert cluster.daemonsets.incidents == []
+        assert deleted == 1, "deleted once: the pod made again was refused, not run"
+        refused = [p for p in cluster.store.pods_on(NODE) if p["metadata"]["name"].startswith(prefix)
+                   and (p.get("status") or {}).get("reason") == REJECTED]
+        assert refused, "the DaemonSet's pod made during the restart was refused by the kubelet"
     finally:
         cluster.stop()

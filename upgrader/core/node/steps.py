@@ -8,28 +8,26 @@ Timeouts count from the time the node entered its state (`STATE_SINCE`), so they
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
 
-from upgrader.core.model.actions import Action, Annotate, DeletePod, Event, Evict, SetUnschedulable
+from upgrader.core.model.actions import Annotate, DeletePod, Evict
 from upgrader.core.model.selectors import parse_label_selector
 from upgrader.core.model.states import (
     DRIVER_DELETED_AT,
     DRIVER_POD_UID,
     IN_PROGRESS,
-    OPERATOR_INITIAL_UNSCHEDULABLE,
-    OUR_CORDON,
     RESTART_ONLY,
     SAFE_LOAD_ANNOTATION,
     SINCE_STATE,
     STATE_SINCE,
     TARGET_REVISION,
-    WAS_UNSCHEDULABLE,
     State,
 )
 from upgrader.core.model.timefmt import parse_or_none
 from upgrader.core.model.views import NodeView, PdbView, PodView
 from upgrader.core.node.context import NodeContext, same_install_config, superseded_driver_pods
+from upgrader.core.node.cordon import cordon, uncordon
 from upgrader.core.node.fence import fence, lift, operands_left, unguarded
+from upgrader.core.node.step import Blocked, Step
 from upgrader.core.node.step_checks import (
     budgets_over,
     came_back,
@@ -42,61 +40,11 @@ from upgrader.core.node.step_checks import (
 from upgrader.core.report.kinds import BlockKind
 
 
-@dataclass(frozen=True)
-class Blocked:
-    """Something outside upgrader stops the node: a PDB, jobs, pods it may not delete."""
-
-    kind: BlockKind
-    reason: str
-
-
-@dataclass
-class Step:
-    """What one node's state does this pass, decided before anything is applied: the attempts, the
-    trigger they fire, or what blocks or keeps the node waiting, and the timeout that counts.
-    rollout/stepping.py concludes it once the attempts are applied."""
-
-    node: str
-    kind: BlockKind | None = None  # what a wait past its timeout blocks as (the eviction and job steps)
-    attempts: list[Action] = field(default_factory=list)  # all tried, in order
-    trigger: str | None = None  # fired when every attempt succeeded
-    blocked: Blocked | None = None  # known from the snapshot, before acting
-    waiting: str | None = None  # a normal wait (driver coming up, validation pending)
-    timeout: int = 0  # seconds this state may last; 0 = no limit
-    fail_on_timeout: bool = False  # restart/validation: a timeout fails the node
-    clock: str = STATE_SINCE  # the annotation the timeout counts from
-    stamp_on_success: str | None = None  # annotation set to `now` when the attempts succeed
-    pdb_of: dict[str, PdbView] = field(default_factory=dict)  # evicted pod key -> its PDB
-    fallback: str | None = None  # trigger fired when the step cannot finish (past its timeout)
-    hopeless: bool = False  # `blocked` can never clear by waiting: take the fallback at once
-    clock_lost: str | None = None  # why the node's clock is not its state's (see `lost_clock`)
-    returning: bool = False  # evicted pods keep coming back: the evictions are not news each pass
-
-
 def _pdb_for(pod: PodView, pdbs: list[PdbView]) -> PdbView | None:
     return next((p for p in pdbs if p.covers(pod)), None)
 
 
 # ----- the states ---------------------------------------------------------------------------------
-
-
-# Upgrader's cordon and its record, written in one request guarded by the node's resourceVersion.
-OURS: Mapping[str, str | None] = {WAS_UNSCHEDULABLE: "false", OPERATOR_INITIAL_UNSCHEDULABLE: None, OUR_CORDON: "true"}
-
-
-def cordon(ctx: NodeContext) -> Step:
-    """Cordon, the record in the same request (whoever had cordoned it before the start uncordoned it
-    since: this cordon is ours). A node cordoned since the start said it was not, without our mark,
-    was cordoned by someone else in between: that cordon is theirs, and stays after the upgrade."""
-    step = Step(ctx.node.name, trigger="cordoned")
-    node = ctx.node
-    if not node.unschedulable:
-        step.attempts.append(SetUnschedulable(node.name, True, OURS))
-    elif node.annotations.get(WAS_UNSCHEDULABLE) == "false" and node.annotations.get(OUR_CORDON) != "true":
-        step.attempts.append(Annotate(node.name, {WAS_UNSCHEDULABLE: "true", OPERATOR_INITIAL_UNSCHEDULABLE: "true"}))
-        said = "cordoned by someone else after its upgrade started, before upgrader's cordon: it stays cordoned after"
-        step.attempts.append(Event(node.name, "Warning", said + " the upgrade"))
-    return step
 
 
 def wait_for_jobs(ctx: NodeContext) -> Step:
@@ -239,6 +187,10 @@ def restart_driver(ctx: NodeContext) -> Step:
         step.trigger = "config_changed"  # the driver will be reinstalled: its GPU pods go first
         return step
     if stale:
+        # The guard goes up first: a GPU user still there blocks the node, and one that comes back (a
+        # DaemonSet's, a nodeName pod's) after its owner deleted it is refused by the kubelet.
+        if not restart_only and _guarding(ctx, step):
+            return step
         clients = [] if restart_only else ctx.gpu_holders()
         if clients:
             verb = "holds" if len(clients) == 1 else "hold"
@@ -247,8 +199,6 @@ def restart_driver(ctx: NodeContext) -> Step:
                 f"{count_of(len(clients), 'pod')} still {verb} GPUs: {pod_names(clients)}; "
                 "the driver cannot unload under them",
             )
-            return step
-        if not restart_only and _guarding(ctx, step):
             return step
         step.attempts.extend(DeletePod(ctx.node.name, p.namespace, p.name, p.uid) for p in stale)
         step.stamp_on_success = DRIVER_DELETED_AT
@@ -353,29 +303,6 @@ def entry_annotations(target: State, ctx: NodeContext) -> dict[str, str | None]:
     return {}
 
 
-def uncordon(ctx: NodeContext) -> Step:
-    """Lift the cordon only where a record positively says it is upgrader's: a missing or unreadable
-    record keeps the node cordoned, and says so (a block: someone must decide)."""
-    step = Step(ctx.node.name, trigger="uncordoned")
-    annotations = ctx.node.annotations
-    record = annotations.get(WAS_UNSCHEDULABLE)
-    # Ours, or the GPU Operator's record on a node taken over from it (present: not its cordon).
-    cordoned_by_someone_else = record == "true" or OPERATOR_INITIAL_UNSCHEDULABLE in annotations
-    if not ctx.node.unschedulable or cordoned_by_someone_else:
-        return step
-    if record != "false":
-        step.trigger = None
-        shown = "missing" if record is None else f"{record!r}, not true or false"
-        step.blocked = Blocked(
-            BlockKind.CORDON_RECORD,
-            f"no record says upgrader cordoned the node ({WAS_UNSCHEDULABLE} is {shown}), so it stays "
-            f"cordoned: uncordon it yourself if upgrader cordoned it, or annotate {WAS_UNSCHEDULABLE}=false",
-        )
-        return step
-    step.attempts.append(SetUnschedulable(ctx.node.name, False, {OUR_CORDON: None}))
-    return step
-
-
 # A node's clock stamped this far or further ahead of this controller's clock is not trusted: another
 # replica's clock runs ahead (docs/operations.md#which-clock-each-timer-runs-on).
 FUTURE_TOLERANCE = 5.0
@@ -411,22 +338,6 @@ def clock_set_by_hand(ctx: NodeContext, now: float | None = None) -> Step | None
     return None if why is None else Step(ctx.node.name, clock_lost=why)
 
 
-def keep_cordoned(ctx: NodeContext, step: Step) -> Step:
-    """Someone uncordoned a node between our cordon and our uncordon: cordon it again, ours, and say so."""
-    if ctx.node.unschedulable or ctx.node.state not in KEPT_CORDONED:
-        return step
-    name, state = ctx.node.name, ctx.node.state.value
-    # The record in the same request: our cordon is never recorded as someone else's, nor theirs as ours.
-    # The driver is never deleted in that pass (the cordon may be refused as stale; pods may have landed
-    # since they were listed): the restart waits for the next, cordoned, pass.
-    cordon = SetUnschedulable(name, True, OURS)
-    said = Event(name, "Warning", f"cordoned again: someone uncordoned the node in {state}, before its upgrade ended")
-    kept = [a for a in step.attempts if not isinstance(a, DeletePod)]
-    if len(kept) == len(step.attempts):
-        return replace(step, attempts=[cordon, said, *kept])
-    return replace(step, attempts=[cordon, said, *kept], trigger=None, stamp_on_success=None)
-
-
 STEPS: Mapping[State, Callable[[NodeContext], Step]] = {
     State.CORDON_REQUIRED: cordon,
     State.WAIT_FOR_JOBS_REQUIRED: wait_for_jobs,
@@ -436,16 +347,6 @@ STEPS: Mapping[State, Callable[[NodeContext], Step]] = {
     State.VALIDATION_REQUIRED: validate,
     State.UNCORDON_REQUIRED: uncordon,
 }
-# States between upgrader's cordon and its uncordon: the node must stay cordoned.
-KEPT_CORDONED = frozenset(
-    {
-        State.WAIT_FOR_JOBS_REQUIRED,
-        State.POD_DELETION_REQUIRED,
-        State.DRAIN_REQUIRED,
-        State.POD_RESTART_REQUIRED,
-        State.VALIDATION_REQUIRED,
-    }
-)
 # States whose step needs the node's pods listed.
 NEEDS_PODS = frozenset(
     {

@@ -28,7 +28,6 @@ from upgrader.core.model.states import (
     FAILED_REASON,
     FAILED_STATE,
     IN_PROGRESS,
-    OPERATOR_INITIAL_UNSCHEDULABLE,
     OPERATOR_VALIDATION_START,
     OPERATOR_WAIT_START,
     SINCE_STATE,
@@ -41,9 +40,10 @@ from upgrader.core.model.states import (
 from upgrader.core.model.timefmt import rfc3339
 from upgrader.core.model.views import NodeView, PodView, Snapshot
 from upgrader.core.node.context import context
+from upgrader.core.node.cordon import OURS, cordon_record, forget_lifted_cordon, record_outlived
 from upgrader.core.node.facts import NodeFacts, derived, driver_known, facts_of, unfinished_cycle, upgrade_reason
 from upgrader.core.node.machine import fire
-from upgrader.core.node.steps import FUTURE_TOLERANCE, OURS, lost_clock
+from upgrader.core.node.steps import FUTURE_TOLERANCE, lost_clock
 from upgrader.core.policy.policy import Policy
 from upgrader.core.report.kinds import FailureKind
 from upgrader.core.rollout.stepping import CLEAR_BLOCK, clear_if_blocked, restart_clock
@@ -71,17 +71,19 @@ def detect(snapshot: Snapshot, policy: Policy, now: float) -> list[Action]:
     slots = policy.max_parallel_upgrades - sum(1 for n in split.managed if n.state in IN_PROGRESS)
     for node in _to_judge(snapshot, split.managed, skipped, now):
         free = policy.max_parallel_upgrades == 0 or slots > 0
-        if node.state is State.FAILED:
-            actions.extend(record_failure(node, now))
-            # A skipped failed node is being repaired by hand: it is not validated and uncordoned.
-            if node.name not in split.skipped and free:
-                recovered = recover(snapshot, node, policy, now)
-                slots -= sum(1 for a in recovered if isinstance(a, Transition))
-                actions.extend(recovered)
-            continue
         if node.state in IN_PROGRESS:
             actions.extend(adopt(snapshot, node, policy, now))
             continue
+        if node.state is State.FAILED:
+            actions.extend(record_failure(node, now))
+            # A skipped failed node is being repaired by hand: it is not validated and uncordoned.
+            recovered = recover(snapshot, node, policy, now) if node.name not in split.skipped and free else []
+            slots -= sum(1 for a in recovered if isinstance(a, Transition))
+            if not any(isinstance(a, SetUnschedulable) for a in recovered):  # that cordon is ours, recorded anew
+                actions.extend(forget_lifted_cordon(node))
+            actions.extend(recovered)
+            continue
+        actions.extend(forget_lifted_cordon(node))
         reason = upgrade_reason(snapshot, node)
         if reason is None and not driver_known(snapshot, node):
             continue  # no live driver pod of a known DaemonSet: neither current nor behind, so unchanged
@@ -160,6 +162,8 @@ def _quiet(facts: NodeFacts, now: float | None) -> bool:
     of a large fleet, every pass (the rest goes the long way)."""
     node = facts.node
     if facts.blocked or facts.clock is not None or (now is not None and facts.clock_lost(now)):
+        return False
+    if record_outlived(node):
         return False
     if node.state is State.UPGRADE_REQUIRED:
         return facts.reason is not None
@@ -254,22 +258,6 @@ def operator_time(value: str | None) -> float | None:
     if not text or not text.isascii() or not text.isdecimal() or len(text) > 10:
         return None
     return float(int(text))
-
-
-def cordon_record(node: NodeView) -> tuple[str | None, str]:
-    """Who cordoned a node upgrader takes up mid-way, only as far as a record says: the Operator's mark
-    of someone else's cordon, a record of ours (set by a person after the runbook), or no cordon at
-    all. A cordon nothing accounts for is left unrecorded: it stays on at the end, and the uncordon
-    step says so. Returns the record to write and the sentence that says it."""
-    record = node.annotations.get(WAS_UNSCHEDULABLE)
-    if record == "true" or OPERATOR_INITIAL_UNSCHEDULABLE in node.annotations:
-        return "true", f"{OPERATOR_INITIAL_UNSCHEDULABLE} says someone else cordoned it: it stays cordoned at the end"
-    if record == "false" or not node.unschedulable:
-        return "false", "it is uncordoned at the end"
-    return None, (
-        f"no record says who cordoned it: it stays cordoned at the end unless {WAS_UNSCHEDULABLE}=false "
-        "is set (the GPU Operator's own cordon)"
-    )
 
 
 # States a node can be taken over in before anything disrupted it: not cordoned, nothing evicted.

@@ -4,7 +4,10 @@ current wave evicts, nodes whose upgrade is done. The taint is judged afresh fro
 every pass and written where it differs, so a controller killed at any moment leaves none behind once
 it runs again: a node gets it at upgrade-required and in progress, and loses it at upgrade-done (or
 failed), at the rollout's end, when the policy turns it off, and, under `onPause: remove`, while the
-rollout is paused (docs/policy.md#taint-pending-nodes)."""
+rollout is paused (docs/policy.md#taint-pending-nodes).
+
+Only our own taint is ever removed or replaced: our key, our effect and our value (docs/policy.md#only-our-taint).
+A taint with our key and another effect or value is someone else's, on any node, and stays."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from upgrader.core.model.actions import SetTaints
 from upgrader.core.model.placement import Taint
-from upgrader.core.model.states import IN_PROGRESS, State
+from upgrader.core.model.states import IN_PROGRESS, STATE_LABEL, State
 from upgrader.core.model.views import NodeView, Snapshot
 from upgrader.core.policy.pending_taint_policy import OnPause, TaintPendingNodes
 from upgrader.core.policy.policy import Policy
@@ -20,7 +23,11 @@ from upgrader.core.rollout.schedule import domain_of, domain_order
 
 KEY = "gpu-upgrader.io/upgrade-pending"
 EFFECT = "PreferNoSchedule"
-OURS = Taint(KEY, "", EFFECT)
+VALUE = "upgrader"  # what tells our taint from another's with our key
+OURS = Taint(KEY, VALUE, EFFECT)
+# The taint an upgrader before this value wrote: ours on a node of the fleet only (one it labels), where
+# nothing else writes our key; on any other node it may be anyone's.
+LEGACY = Taint(KEY, "", EFFECT)
 PER_PASS = 200  # taint writes a pass makes at most: a 15,000-node fleet is tainted over passes, not in one burst
 
 
@@ -42,10 +49,12 @@ def taint_writes(
     )
     due: list[SetTaints] = []
     for node, managed in [*((n, True) for n in nodes), *((n, False) for n in bystanders)]:
-        has = any(t.key == KEY for t in node.taints)
+        mine = [t for t in node.taints if ours(t, node)]
         want = managed and wanted(node, active)
-        if has != want:
-            kept = tuple(t for t in node.taints if t.key != KEY)
+        if want and not mine and any(t.key == KEY and t.effect == EFFECT for t in node.taints):
+            continue  # another's taint with our key and effect (one per key and effect): it steers as ours would
+        if bool(mine) != want or (want and mine != [OURS]):
+            kept = tuple(t for t in node.taints if t not in mine)
             due.append(SetTaints(node.name, (*kept, OURS) if want else kept))
     if len(due) > 1:
         place = order()
@@ -53,8 +62,13 @@ def taint_writes(
     return due[:PER_PASS]
 
 
+def ours(taint: Taint, node: NodeView) -> bool:
+    """Whether `taint` is upgrader's: ours exactly, or the one an earlier upgrader wrote, on a fleet node."""
+    return taint == OURS or (taint == LEGACY and node.labels.get(STATE_LABEL) is not None)
+
+
 def _adds(write: SetTaints) -> bool:
-    return any(t.key == KEY for t in write.taints)
+    return OURS in write.taints
 
 
 def taint_actions(snapshot: Snapshot, policy: Policy, managed: Sequence[str], phase: str) -> list[SetTaints]:
@@ -62,7 +76,7 @@ def taint_actions(snapshot: Snapshot, policy: Policy, managed: Sequence[str], ph
     node that carries our taint (skipped, invalid, no longer managed) losing it."""
     views = [snapshot.nodes[name] for name in managed]
     mine = set(managed)
-    others = [n for n in snapshot.nodes.values() if n.name not in mine and any(t.key == KEY for t in n.taints)]
+    others = [n for n in snapshot.nodes.values() if n.name not in mine and any(ours(t, n) for t in n.taints)]
     return taint_writes(views, policy.taint_pending_nodes, phase, lambda: _place_in_order(views, policy), others)
 
 

@@ -46,8 +46,10 @@ from upgrader.core.model.states import (
 from upgrader.core.model.timefmt import parse_or_none, rfc3339
 from upgrader.core.model.views import FOLDED, Folded, NodeView, Snapshot
 from upgrader.core.node.context import NodeContext, context
+from upgrader.core.node.cordon import keep_cordoned
 from upgrader.core.node.machine import fire
-from upgrader.core.node.steps import STEPS, Blocked, Step, clock_set_by_hand, entry_annotations, keep_cordoned
+from upgrader.core.node.step import Blocked, Step
+from upgrader.core.node.steps import STEPS, clock_set_by_hand, entry_annotations
 from upgrader.core.policy.policy import OnBlockedTimeout, Policy
 from upgrader.core.report.entries import NodeWaiting
 from upgrader.core.report.kinds import BlockKind, FailureKind
