@@ -77,3 +77,27 @@ def test_a_failed_canary_is_not_passed_by_a_promotion() -> None:
         schedule = plan_starts(Nodes(nodes), pol, T0 + 300, True, Standing(promoted=promoted))
         assert schedule.starts == [] and schedule.wait is not None and schedule.wait.reason == "previous-domain"
     assert plan_starts(Nodes(nodes), pol, T0 + 300, True, Standing({"a1"})).wait.reason == "awaiting-promotion"  # type: ignore[union-attr]
+
+
+def test_a_gate_switched_on_mid_stage_waits_for_the_next_boundary_not_the_one_passed() -> None:
+    """promotionGate turned on while the stage after a finished one is half done (none of it in progress
+    this pass): that stage goes on; the gate holds at the next boundary (docs/policy.md#promotion)."""
+    staged = policy(**WIDE, promotionGate="canary", failureDomains={"canary": "a", "canaryNodes": 1})
+    half = fleet(("a1", "a", DONE, {"since": 50}), ("a2", "a", DONE, {"since": 70}), ("a3", "a", REQ),
+                 ("b1", "b", REQ))
+    assert plan_starts(Nodes(half), staged, T0 + 80, True).starts == ["a3"]
+    every = policy(**WIDE, promotionGate="everyDomain", failureDomains={"canary": "a", "order": ["a", "b", "c"]})
+    nodes = fleet(("a1", "a", DONE, {"since": 100}), ("b1", "b", DONE, {"since": 300}), ("b2", "b", REQ),
+                  ("c1", "c", REQ))
+    assert plan_starts(Nodes(nodes), every, T0 + 400, True, Standing(last_domain="b")).starts == ["b2"]
+    promoted = Standing(last_domain="b", promoted={"a": at(100)})
+    done = fleet(("a1", "a", DONE, {"since": 100}), ("b1", "b", DONE, {"since": 300}), ("c1", "c", REQ))
+    assert plan_starts(Nodes(done), every, T0 + 400, True, promoted).wait.stage == ("b", at(300))  # type: ignore[union-attr]
+
+
+def test_a_node_current_before_the_stage_finished_is_no_sign_the_next_began() -> None:
+    pol = policy(**WIDE, promotionGate="canary", failureDomains={"canary": "a"})
+    nodes = fleet(("a1", "a", DONE, {"since": 100}), ("b1", "b", DONE, {"since": 50}), ("b2", "b", REQ),
+                  ("b3", "b", DONE))  # upgraded before the canary finished; no clock at all
+    schedule = plan_starts(Nodes(nodes), pol, T0 + 300, True)
+    assert schedule.starts == [] and schedule.wait is not None and schedule.wait.reason == "awaiting-promotion"

@@ -63,3 +63,32 @@ def test_a_failed_canary_is_refused_promotion_naming_the_acknowledgement() -> No
     )
     soak = {"phase": "Running", "waiting_on": {"reason": "soak", "stage": "a", "finished_at": "T"}}
     assert _promotable(soak) == ("a", "T")
+
+
+def test_a_gate_switched_on_mid_domain_holds_at_the_next_boundary() -> None:
+    """`kubectl patch` of promotionGate: everyDomain (with a pause, so that no node of the canary domain's
+    rest is in progress when it takes effect) while that rest is half done: the domain finishes (its canary
+    nodes already passed), and the rollout waits for a promotion after it."""
+    from .test_rollout_object import SPEC, World
+
+    w = World({**SPEC, "failureDomains": {"canary": "us-east-1a", "canaryNodes": 1}}, nodes=12)
+    zone = sorted(w.info.domains["us-east-1a"])
+    assert len(zone) == 4
+    states = w.recorder.final_states
+    for _ in range(600):
+        w.run(1)
+        if sum(states().get(n) == "upgrade-done" for n in zone) == 2:
+            break
+    w.patch({"paused": True, "promotionGate": "everyDomain"})
+    for _ in range(300):
+        w.run(1)
+        if not any(states().get(n) not in ("upgrade-done", "upgrade-required") for n in w.info.nodes):
+            break
+    half = [n for n in zone if states().get(n) == "upgrade-required"]
+    assert half, "the rest of the canary domain is half done, none of it in progress"
+    w.patch({"paused": False})
+    w.run(400)
+    assert all(states()[n] == "upgrade-done" for n in zone), states()
+    waiting = w.waiting_on()
+    assert (waiting.get("reason"), waiting.get("stage"), waiting.get("domain")) == (
+        "awaiting-promotion", "us-east-1a", "us-east-1b"), waiting

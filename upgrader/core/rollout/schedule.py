@@ -227,10 +227,10 @@ def plan_starts(
             return result([], current, staged)
         candidates = staged
         next_ = candidates[0].name if candidates else next_
-    if previous is not None and not any(n.state in IN_PROGRESS for n in by_domain[current]):
+    if previous is not None:
         gated = domain_gate(policy, previous == order[0], bool(canary_first(by_domain[previous], policy)))
         between = Between(previous, f"domain {previous}", f"domain {current}", gated)
-        wait = between.wait(by_domain[previous], policy, now, promoted, current, next_)
+        wait = between.wait(by_domain[previous], by_domain[current], policy, now, promoted, current, next_)
         if wait is not None:
             return result([], current, wait)
     if not may_start:

@@ -63,12 +63,11 @@ def canary_stage(
         mine = [c for c in candidates if c.name in names]
         return mine or waits.canary_nodes(domain, unfinished, len(first), len(domain_nodes) - len(first),
                                           rest[0].name if rest else None)
-    if any(n.state in IN_PROGRESS for n in domain_nodes if n.name not in names):
-        return candidates  # the rest is under way already
     gate = policy.promotion_gate is not PromotionGate.NONE
     between = Between(f"{domain}/{CANARY_NODES}", f"{domain}'s {len(first)} canary nodes",
                       f"the rest of domain {domain}", gate)
-    wait = between.wait(first, policy, now, promoted, domain, rest[0].name if rest else None)
+    after = [n for n in domain_nodes if n.name not in names]
+    wait = between.wait(first, after, policy, now, promoted, domain, rest[0].name if rest else None)
     return wait or candidates
 
 
@@ -79,14 +78,17 @@ class Between:
         self.stage, self.what, self.then, self.gated = stage, what, then, gated
 
     def wait(
-        self, nodes: Sequence[NodeView], policy: Policy, now: float, promoted: Mapping[str, str],
-        domain: str | None, next_: str | None,
+        self, nodes: Sequence[NodeView], after: Sequence[NodeView], policy: Policy, now: float,
+        promoted: Mapping[str, str], domain: str | None, next_: str | None,
     ) -> Wait | None:
+        """The wait between `nodes` (the finished stage) and `after` (the next one's), or None."""
         # A lost clock reads as "just finished" (the soak waits) until the pass restamps it.
         finished_at = max((parse_or_none(n.annotations.get(STATE_SINCE)) or now) for n in nodes)
         stamp = rfc3339(finished_at)
         if promoted.get(self.stage) == stamp:
             return None  # promoted: its soak and its gate are over
+        if begun(after, finished_at):
+            return None  # the next stage is under way: a gate switched on since waits for the next boundary
         seconds = policy.failure_domains.soak_seconds
         if seconds and now < finished_at + seconds:
             left = math.ceil(finished_at + seconds - now)  # never "0s more" while still soaking
@@ -95,6 +97,17 @@ class Between:
         if self.gated:
             return waits.awaiting_promotion(self.what, self.stage, stamp, self.then, domain, next_)
         return None
+
+
+def begun(after: Sequence[NodeView], finished_at: float) -> bool:
+    """Whether the stage after one finished at `finished_at` has begun: a node of it in progress, or
+    finished since (upgraded in it; one current before, or with no clock, is not evidence)."""
+    return any(
+        n.state in IN_PROGRESS
+        or (n.state in (State.DONE, State.FAILED) and (parse_or_none(n.annotations.get(STATE_SINCE)) or -math.inf)
+            > finished_at)
+        for n in after
+    )
 
 
 def domain_gate(policy: Policy, canary: bool, staged: bool) -> bool:
