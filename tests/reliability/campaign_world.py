@@ -60,7 +60,6 @@ DRIVER_APP = "nvidia-driver-daemonset"
 ROLLOUT = "default"  # the DriverRollout the controllers follow (`run --rollout default`)
 CRD = Path(__file__).resolve().parents[2] / "deploy" / "crd.yaml"
 MERGE = "application/merge-patch+json"
-FOREIGN_VALUE = "maintenance"  # the value of someone else's taint under our key (feature_disturbances.py)
 
 
 @functools.cache
@@ -275,8 +274,7 @@ class World:
 
     def _carriers(self) -> list[str]:
         return sorted(n["metadata"]["name"] for n in self.cluster.store.objects(self.cluster.type("nodes"))
-                      if any(t.get("key") == TAINT and t.get("value") != FOREIGN_VALUE
-                             for t in (n.get("spec") or {}).get("taints") or []))
+                      if any(t.get("key") == TAINT for t in (n.get("spec") or {}).get("taints") or []))
 
 
 def world(tmp: Path, scenario: str = "healthy", faults: FaultPlan | None = None, seed: int = 0,

@@ -40,12 +40,11 @@ from upgrader.sim.apiserver.faults import FaultPlan
 from upgrader.sim.proving.recording import ZONE_LABEL
 
 from .campaign_world import ORDER, POLICY, ROLLOUT, TRAINING, Figures, World, wait_for, world
-from .feature_disturbances import FEATURE_KINDS, FeatureWriters
 from .promotion import pool_parts
-from .writers_and_clocks import GONE, KINDS, split_incidents
+from .writers_and_clocks import GONE, KINDS, OtherWriters, split_incidents
 
 DISTURBANCES = ("order change", "zone relabel", "state set by hand", "bogus state label", "record removed",
-                "admin cordon", "admin uncordon", "latency", "API server restored", *KINDS, *FEATURE_KINDS)
+                "admin cordon", "admin uncordon", "latency", "API server restored", *KINDS)
 DISTURBED_LEASE_SECONDS = 6.0  # renewals delayed by seconds of latency still leave time to act
 LAG = 2.5  # how far a controller's watch-fed copy may trail the API server (latency up to 2 s)
 
@@ -135,7 +134,7 @@ class InProcessController:
                 self.failures.append(f"controller {self.name}-{self.starts} did not stop within 60 s")
 
 
-class Disturber(FeatureWriters):
+class Disturber(OtherWriters):
     """People and failures around one rollout: the hand edits, restarts, latency and restores of
     issue 11 and the other writers and clocks of issue 23 (OtherWriters), at seeded random moments, and
     an operator who follows the runbooks for the named states they leave (a cordon-record block, a
@@ -155,7 +154,6 @@ class Disturber(FeatureWriters):
         self.bogus_prior: dict[str, str | None] = {}
         self.noticed: dict[tuple[str, str], float] = {}
         self.init_other_writers()
-        self.init_feature_writers()
 
     def set_order(self) -> None:
         """The platform engineer's `kubectl patch` of the object's domain order: no restart."""
@@ -173,8 +171,8 @@ class Disturber(FeatureWriters):
         """Apply one disturbance of `kind`; False when nothing fits it right now."""
         rng, nodes = self.rng, self.w.info.nodes
         in_progress = [n for n in nodes if self.label(n) in {s.value for s in IN_PROGRESS}]
-        if kind in KINDS or kind in FEATURE_KINDS:
-            if not getattr(self, KINDS.get(kind) or FEATURE_KINDS[kind])():
+        if kind in KINDS:
+            if not getattr(self, KINDS[kind])():
                 return False
         elif kind == "order change":
             # Not while a standby waits, as when a change meant a restart: a standby's policy, read at its
@@ -425,7 +423,6 @@ def disturbance_campaign(tmp: Path, rollouts: int, seed: int, disturb_seconds: f
         replicas = [f for replica in disturber.replicas for f in replica.failures]
         figures.violations += [f"rollout {index}: {v}" for v in found + replicas]
         figures.violations += [f"rollout {index}: {v}" for v in disturber.other_writer_violations(LAG)]
-        figures.violations += [f"rollout {index}: {v}" for v in disturber.feature_violations()]
         ours, kubernetes = split_incidents(w.cluster.daemonsets.incidents)
         figures.violations += [f"rollout {index}: incident: {i}" for i in ours]
         figures.counts["driver restarts Kubernetes made under RollingUpdate"] += kubernetes
